@@ -1,0 +1,190 @@
+"""Client update: local SGD, one client at a time (reference) or a whole cohort at once.
+
+The cohort engine stacks every parameter with a leading client dimension C and runs the
+model under ``torch.func.vmap``; one optimizer step advances all C clients. It follows the
+reference loop step for step: the same mini-batches in the same order, the same SGD with
+momentum, and a client whose local data are used up (it has fewer samples, so fewer steps)
+simply stops moving while the others finish.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+from torch import nn, Tensor
+import torch.nn.functional as F
+from torch.func import functional_call, vmap
+
+Params = dict[str, Tensor]
+
+__all__ = ["batch_schedule", "train_client", "train_cohort", "cohort_forward", "sgd_step",
+           "stack_params", "unstack_params", "get_params", "evaluate", "client_generator"]
+
+
+def client_generator(seed: int, round_: int, client: int) -> torch.Generator:
+    """The generator for one client's shuffling in one round, derived from (seed, round, client).
+
+    Deriving it instead of carrying generator state makes a resumed run identical to an
+    uninterrupted one, and the cohort engine identical to the per-client loop.
+    """
+    g = torch.Generator()
+    g.manual_seed((seed * 1_000_003 + round_) * 1_000_003 + client)
+    return g
+
+
+def batch_schedule(num_samples: int, local_epochs: int, batch_size: int,
+                   generator: torch.Generator) -> list[Tensor]:
+    """Positions of each local mini-batch: a fresh permutation per epoch, last batch may be short."""
+    if num_samples < 1:
+        raise ValueError("batch_schedule: a client with no training samples cannot train; "
+                         "drop it from the partition or give it data")
+    batches = []
+    for _ in range(local_epochs):
+        perm = torch.randperm(num_samples, generator=generator)
+        batches.extend(perm.split(batch_size))
+    return batches
+
+
+def get_params(model: nn.Module) -> Params:
+    """A detached copy of the model's parameters, by name."""
+    return {k: v.detach().clone() for k, v in model.named_parameters()}
+
+
+def stack_params(params: Params, num_clients: int) -> Params:
+    """Copy one parameter set C times: every tensor gets a leading client dim (C, ...)."""
+    return {k: v.detach().unsqueeze(0).repeat(num_clients, *([1] * v.ndim)) for k, v in params.items()}
+
+
+def unstack_params(params: Params, client: int) -> Params:
+    """Client ``client``'s slice of a stacked parameter set."""
+    return {k: v[client].detach().clone() for k, v in params.items()}
+
+
+def sgd_step(params: list[Tensor], grads: list[Tensor], bufs: list[Tensor], *, lr: float,
+             momentum: float, weight_decay: float, active: Tensor | None = None) -> None:
+    """In-place SGD with heavy-ball momentum, the update rule of ``torch.optim.SGD``.
+
+    g = grad + wd * p;  buf = momentum * buf + g;  p = p - lr * buf. A zero-initialised
+    buffer makes the first step buf = g, as torch does. ``active`` (C,) freezes the
+    clients that take no step this time, buffer included.
+    """
+    if active is not None and not bool(active.all()):
+        rows = active.nonzero().squeeze(1)  # (A,) the clients that step; the rest keep p and buf
+        sub_p = [p[rows] for p in params]
+        sub_b = [b[rows] for b in bufs]
+        sgd_step(sub_p, [g[rows] for g in grads], sub_b, lr=lr, momentum=momentum,
+                 weight_decay=weight_decay)
+        for p, b, sp, sb in zip(params, bufs, sub_p, sub_b):
+            p.index_copy_(0, rows, sp)
+            b.index_copy_(0, rows, sb)
+        return
+    for p, g, buf in zip(params, grads, bufs):  # in place: these tensors are large (C x weights)
+        if weight_decay:
+            g = g.add(p, alpha=weight_decay)
+        if momentum:
+            buf.mul_(momentum).add_(g)
+            g = buf
+        p.sub_(g, alpha=lr)
+
+
+def _check_hparams(local_epochs, batch_size, lr):
+    if not (isinstance(local_epochs, int) and local_epochs >= 1):
+        raise ValueError(f"local_epochs must be an integer >= 1, got {local_epochs!r}")
+    if not (isinstance(batch_size, int) and batch_size >= 1):
+        raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
+    if not lr > 0:
+        raise ValueError(f"lr must be > 0, got {lr!r}; WAFFLe uses 0.04 (MNIST) and 0.02 (FMNIST)")
+
+
+def train_client(model: nn.Module, params: Params, x: Tensor, y: Tensor, *, local_epochs: int,
+                 batch_size: int, lr: float, momentum: float = 0.0, weight_decay: float = 0.0,
+                 prox_mu: float = 0.0, generator: torch.Generator) -> tuple[Params, float]:
+    """Reference: plain local SGD on one client, the way a tutorial writes it.
+
+    Starts from ``params``, optionally adds FedProx's (mu/2)||w - w_start||^2, and returns
+    the trained parameters and the mean mini-batch loss.
+    """
+    _check_hparams(local_epochs, batch_size, lr)
+    model.load_state_dict(params, strict=False)
+    start = {k: v.detach().clone() for k, v in params.items()}
+    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum, weight_decay=weight_decay)
+    losses = []
+    for pos in batch_schedule(len(y), local_epochs, batch_size, generator):
+        loss = F.cross_entropy(model(x[pos]), y[pos])
+        losses.append(loss.item())
+        if prox_mu:
+            loss = loss + 0.5 * prox_mu * sum(((p - start[k]) ** 2).sum() for k, p in model.named_parameters())
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return get_params(model), float(sum(losses) / len(losses))
+
+
+def cohort_forward(model: nn.Module, params: Params, x: Tensor) -> Tensor:
+    """Logits of C models on C batches: params (C, ...), x (C, B, ...) -> (C, B, K)."""
+    return vmap(lambda p, xb: functional_call(model, p, (xb,)))(params, x)
+
+
+def train_cohort(model: nn.Module, params: Params, x: Tensor, y: Tensor,
+                 client_indices: Sequence[Tensor], *, local_epochs: int, batch_size: int, lr: float,
+                 momentum: float = 0.0, weight_decay: float = 0.0, prox_mu: float = 0.0,
+                 generators: Sequence[torch.Generator]) -> tuple[Params, Tensor]:
+    """Train C clients together as one batched model; same result as C calls to ``train_client``.
+
+    params: stacked start parameters, each (C, ...); x, y: the whole dataset; client_indices[c]:
+    client c's training indices into it. Returns the trained stacked parameters and each
+    client's mean mini-batch loss (C,).
+    """
+    _check_hparams(local_epochs, batch_size, lr)
+    C = len(client_indices)
+    if len(generators) != C:
+        raise ValueError(f"train_cohort: {C} clients but {len(generators)} generators; pass one per client")
+    schedules = [batch_schedule(len(idx), local_epochs, batch_size, g)
+                 for idx, g in zip(client_indices, generators)]
+    steps = max(len(s) for s in schedules)
+    gidx = torch.full((C, steps, batch_size), -1, dtype=torch.long)  # (C, S, B) dataset index, -1 = pad
+    for c, (idx, sched) in enumerate(zip(client_indices, schedules)):
+        idx = torch.as_tensor(idx, dtype=torch.long)
+        for s, pos in enumerate(sched):
+            gidx[c, s, : len(pos)] = idx[pos]
+    mask = gidx >= 0                                      # (C, S, B)
+    active = mask[:, :, 0]                                # (C, S) client takes step s
+    counts = mask.sum(2).clamp(min=1).to(x.dtype if x.is_floating_point() else torch.float32)
+    safe = gidx.clamp(min=0)
+
+    names = list(params)
+    p = [params[k].detach().clone().requires_grad_(True) for k in names]
+    start = [t.detach().clone() for t in p]
+    bufs = [torch.zeros_like(t) for t in p]
+    loss_sum = torch.zeros(C)
+    for s in range(steps):
+        xb, yb = x[safe[:, s]], y[safe[:, s]]             # (C, B, ...), (C, B)
+        logits = cohort_forward(model, dict(zip(names, p)), xb)  # (C, B, K)
+        ce = F.cross_entropy(logits.flatten(0, 1), yb.flatten(), reduction="none").view(C, batch_size)
+        per_client = (ce * mask[:, s]).sum(1) / counts[:, s]   # (C,) each client's mean batch loss
+        loss = per_client.sum()  # clients' parameters are disjoint: d loss / d p[c] = d loss_c / d p[c]
+        if prox_mu:
+            loss = loss + 0.5 * prox_mu * sum(((t - t0) ** 2).sum() for t, t0 in zip(p, start))
+        grads = torch.autograd.grad(loss, p)
+        with torch.no_grad():
+            sgd_step(p, list(grads), bufs, lr=lr, momentum=momentum, weight_decay=weight_decay,
+                     active=active[:, s])
+            loss_sum += per_client.detach() * active[:, s]
+    n_steps = torch.tensor([len(sc) for sc in schedules], dtype=loss_sum.dtype)
+    return {k: t.detach() for k, t in zip(names, p)}, loss_sum / n_steps
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, params: Params | None, x: Tensor, y: Tensor, *,
+             batch_size: int = 2000) -> tuple[Tensor, Tensor]:
+    """Per-sample correctness (n,) bool and loss (n,) of one model (``params`` or its own)."""
+    if params is not None:
+        model.load_state_dict(params, strict=False)
+    correct, losses = [], []
+    for i in range(0, len(y), batch_size):
+        out = model(x[i:i + batch_size])
+        correct.append(out.argmax(1) == y[i:i + batch_size])
+        losses.append(F.cross_entropy(out, y[i:i + batch_size], reduction="none"))
+    if not correct:
+        return torch.zeros(0, dtype=torch.bool), torch.zeros(0)
+    return torch.cat(correct), torch.cat(losses)

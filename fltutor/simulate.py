@@ -1,0 +1,295 @@
+"""The federated round loop: sample a cohort, train it locally, aggregate, evaluate.
+
+Every random choice is derived from ``(seed, round, client)`` rather than from generator
+state, so a run resumed from a checkpoint equals an uninterrupted one, and the cohort
+engine (``engine="cohort"``) equals the per-client loop (``engine="loop"``).
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+from torch import nn, Tensor
+from tqdm.auto import tqdm
+
+from . import aggregators
+from .client import (Params, client_generator, evaluate, get_params, stack_params, train_client,
+                     train_cohort, unstack_params)
+from .models import make_model
+
+__all__ = ["FedConfig", "FederatedData", "make_federated", "Simulation", "METHODS", "atomic_write_json"]
+
+METHODS = ("fedavg", "fedprox", "qffl", "local")
+
+
+@dataclass
+class FedConfig:
+    """Settings of one federated run; defaults are WAFFLe section IV-A (MNIST)."""
+    method: str = "fedavg"        # one of METHODS
+    rounds: int = 100             # T
+    client_fraction: float = 0.1  # C
+    local_epochs: int = 5         # E
+    batch_size: int = 10          # B
+    lr: float = 0.04
+    momentum: float = 0.0
+    weight_decay: float = 0.0
+    mu: float = 1.0               # FedProx proximal weight
+    q: float = 0.001              # q-FFL fairness exponent
+    eval_every: int = 1
+    seed: int = 0
+    engine: str = "cohort"        # "cohort" (batched) or "loop" (per-client reference)
+
+    def __post_init__(self):
+        if self.method not in METHODS:
+            raise ValueError(f"method {self.method!r} is unknown; choose one of {METHODS}")
+        if self.engine not in ("cohort", "loop"):
+            raise ValueError(f"engine {self.engine!r} is unknown; choose 'cohort' or 'loop'")
+        if not (0 < self.client_fraction <= 1):
+            raise ValueError(f"client_fraction must be in (0, 1], got {self.client_fraction}; "
+                             "WAFFLe samples 0.1 of the clients per round")
+        for name in ("rounds", "local_epochs", "batch_size", "eval_every"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+        if not self.lr > 0:
+            raise ValueError(f"lr must be > 0, got {self.lr}")
+        if self.mu < 0 or self.q < 0:
+            raise ValueError(f"mu and q must be >= 0, got mu={self.mu}, q={self.q}")
+
+
+@dataclass
+class FederatedData:
+    """A partitioned dataset: per-client train/test indices into (x, y), plus a global test set."""
+    x: Tensor                      # (n, ...) every client's samples live here
+    y: Tensor                      # (n,)
+    train: list[np.ndarray]        # client k's local training indices into x
+    test: list[np.ndarray]         # client k's local test indices into x
+    x_test: Tensor | None = None   # the dataset's own test split, for global accuracy
+    y_test: Tensor | None = None
+    groups: np.ndarray | None = None          # (N,) subpopulation id per client
+    group_names: tuple[str, ...] = ()
+    source: str = "unknown"                   # where x came from: "torchvision", "bundled", "standin"
+    fingerprint: str = field(default="", init=False)
+
+    def __post_init__(self):
+        if len(self.train) != len(self.test):
+            raise ValueError(f"FederatedData: {len(self.train)} train parts but {len(self.test)} test "
+                             "parts; build both with partition.split_train_test")
+        if self.groups is not None and len(self.groups) != len(self.train):
+            raise ValueError(f"FederatedData: groups has {len(self.groups)} entries for "
+                             f"{len(self.train)} clients; pass partition.client_groups(groups)")
+        empty = [k for k, t in enumerate(self.train) if len(t) == 0]
+        if empty:
+            raise ValueError(f"FederatedData: clients {empty[:5]} have no training data; "
+                             "use a partition that gives every client samples")
+        h = hashlib.sha256()
+        for part in list(self.train) + list(self.test):
+            h.update(np.asarray(part, dtype=np.int64).tobytes() + b"|")
+        self.fingerprint = h.hexdigest()[:16]
+
+    @property
+    def num_clients(self) -> int:
+        return len(self.train)
+
+
+def make_federated(train_set, parts: Sequence[np.ndarray], *, test_fraction: float, seed: int,
+                   test_set=None, groups=None, group_names=()) -> FederatedData:
+    """Split each client's part into local train/test and bundle it with the global test set."""
+    from .partition import split_train_test
+    tr, te = split_train_test(parts, test_fraction, seed=seed)
+    return FederatedData(train_set.x, train_set.y, tr, te,
+                         None if test_set is None else test_set.x,
+                         None if test_set is None else test_set.y,
+                         None if groups is None else np.asarray(groups), tuple(group_names),
+                         getattr(train_set, "source", "unknown"))
+
+
+def atomic_write_json(path: str | os.PathLike, obj) -> None:
+    """Write JSON so that readers see the old file or the new one, never half of one."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        json.dump(obj, f, indent=1)
+    os.replace(tmp, path)
+
+
+def _atomic_torch_save(path: Path, obj) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    os.close(fd)
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+class Simulation:
+    """One federated run with its state: global model, per-client state, history.
+
+    With ``out_dir`` it checkpoints every ``checkpoint_every`` rounds and at the end, writes
+    ``results.json``, and resumes from ``out_dir/checkpoint.pt`` when one is there.
+    """
+
+    def __init__(self, model: nn.Module | str, data: FederatedData, config: FedConfig, *,
+                 out_dir: str | os.PathLike | None = None, checkpoint_every: int = 10,
+                 progress: bool = True):
+        self.model = make_model(model, seed=config.seed) if isinstance(model, str) else copy.deepcopy(model)
+        self.model_name = model if isinstance(model, str) else type(model).__name__
+        self.data, self.config = data, config
+        self.out_dir = None if out_dir is None else Path(out_dir)
+        self.checkpoint_every, self.progress = checkpoint_every, progress
+        self.round = 0
+        self.history: list[dict] = []
+        self.global_params: Params = get_params(self.model)
+        # client-private state: here the personal models of Local-only, (N, ...) per tensor
+        self.client_params: Params | None = (stack_params(self.global_params, data.num_clients)
+                                             if config.method == "local" else None)
+        self._test_idx = np.concatenate(data.test)  # (sum n_test,)
+        self._test_owner = torch.as_tensor(np.repeat(np.arange(data.num_clients), [len(t) for t in data.test]))
+        if self.out_dir is not None and (self.out_dir / "checkpoint.pt").exists():
+            self.load_checkpoint(self.out_dir / "checkpoint.pt")
+
+    # ---- the round -------------------------------------------------------------------
+    def sample_clients(self, round_: int) -> np.ndarray:
+        """The cohort of round ``round_`` (0-based): a fraction of clients without replacement."""
+        n = self.data.num_clients
+        m = max(1, int(round(self.config.client_fraction * n)))
+        rng = np.random.default_rng([self.config.seed, round_])
+        return np.sort(rng.choice(n, size=m, replace=False))
+
+    def _train(self, start: Params, cohort: np.ndarray, round_: int) -> tuple[Params, Tensor]:
+        """Local training of the cohort from stacked start params (C, ...)."""
+        cfg = self.config
+        idx = [torch.as_tensor(self.data.train[k]) for k in cohort]
+        gens = [client_generator(cfg.seed, round_, int(k)) for k in cohort]
+        kw = dict(local_epochs=cfg.local_epochs, batch_size=cfg.batch_size, lr=cfg.lr,
+                  momentum=cfg.momentum, weight_decay=cfg.weight_decay,
+                  prox_mu=cfg.mu if cfg.method == "fedprox" else 0.0)
+        if cfg.engine == "cohort":
+            return train_cohort(self.model, start, self.data.x, self.data.y, idx, generators=gens, **kw)
+        outs = [train_client(self.model, unstack_params(start, c), self.data.x[i], self.data.y[i],
+                             generator=g, **kw) for c, (i, g) in enumerate(zip(idx, gens))]
+        stacked = {k: torch.stack([o[0][k] for o in outs]) for k in start}
+        return stacked, torch.tensor([o[1] for o in outs])
+
+    def _start_losses(self, cohort: np.ndarray) -> Tensor:
+        """Each cohort client's mean training loss under the current global model (C,)."""
+        losses = []
+        for k in cohort:
+            i = torch.as_tensor(self.data.train[k])
+            losses.append(evaluate(self.model, self.global_params, self.data.x[i], self.data.y[i])[1].mean())
+        return torch.stack(losses).double()
+
+    def run_round(self) -> dict:
+        """Advance one round; returns its history entry."""
+        cfg, r = self.config, self.round
+        cohort = self.sample_clients(r)
+        C = len(cohort)
+        if cfg.method == "local":
+            start = {k: v[torch.as_tensor(cohort)] for k, v in self.client_params.items()}
+        else:
+            start = stack_params(self.global_params, C)
+        start_losses = self._start_losses(cohort) if cfg.method == "qffl" else None
+        trained, train_loss = self._train(start, cohort, r)
+        if cfg.method == "local":
+            for k, v in trained.items():
+                self.client_params[k][torch.as_tensor(cohort)] = v
+        elif cfg.method == "qffl":
+            self.global_params = aggregators.qffl(self.global_params, trained, start_losses, lr=cfg.lr, q=cfg.q)
+        else:  # fedavg, fedprox: FedProx changes only the client objective
+            n = torch.tensor([len(self.data.train[k]) for k in cohort], dtype=torch.float64)
+            self.global_params = aggregators.fedavg(self.global_params, trained, n)
+        self.round += 1
+        entry = {"round": self.round, "clients": cohort.tolist(), "train_loss": float(train_loss.mean())}
+        if self.round % cfg.eval_every == 0 or self.round == cfg.rounds:
+            entry.update(self.evaluate())
+        self.history.append(entry)
+        return entry
+
+    # ---- evaluation ----------------------------------------------------------------
+    def local_accuracy(self) -> np.ndarray:
+        """Accuracy (%) of every client's model on its own local test set, shape (N,)."""
+        d = self.data
+        if self.client_params is None:  # one global model: a single pass over all local test sets
+            correct, _ = evaluate(self.model, self.global_params, d.x[self._test_idx], d.y[self._test_idx])
+            hits = torch.bincount(self._test_owner, weights=correct.double(), minlength=d.num_clients)
+        else:
+            hits = torch.tensor([evaluate(self.model, unstack_params(self.client_params, k),
+                                          d.x[t], d.y[t])[0].sum().item() for k, t in enumerate(d.test)],
+                                dtype=torch.float64)
+        sizes = torch.tensor([len(t) for t in d.test], dtype=torch.float64)
+        return (100.0 * hits / sizes).numpy()
+
+    def global_accuracy(self) -> float | None:
+        """Accuracy (%) of the global model on the dataset's test split (None for Local-only)."""
+        if self.data.x_test is None or self.client_params is not None:
+            return None
+        correct, _ = evaluate(self.model, self.global_params, self.data.x_test, self.data.y_test)
+        return 100.0 * correct.double().mean().item()
+
+    def evaluate(self) -> dict:
+        acc = self.local_accuracy()
+        return {"local_acc": float(acc.mean()), "local_acc_per_client": [round(float(a), 4) for a in acc],
+                "global_acc": self.global_accuracy()}
+
+    # ---- running, checkpoints, results ---------------------------------------------
+    def run(self, rounds: int | None = None) -> list[dict]:
+        """Run until ``rounds`` (default: config.rounds) rounds are done; returns the history."""
+        target = self.config.rounds if rounds is None else rounds
+        if target > self.config.rounds:
+            raise ValueError(f"run: asked for {target} rounds but the config has rounds={self.config.rounds}; "
+                             "raise config.rounds")
+        bar = tqdm(total=target, initial=self.round, desc=f"{self.config.method}", disable=not self.progress,
+                   unit="round")
+        while self.round < target:
+            entry = self.run_round()
+            if "local_acc" in entry:
+                bar.set_postfix(local_acc=f"{entry['local_acc']:.2f}")
+            bar.update(1)
+            if self.out_dir is not None and (self.round % self.checkpoint_every == 0 or self.round == target):
+                self.save_checkpoint()
+        bar.close()
+        return self.history
+
+    def _state(self) -> dict:
+        return {"config": dataclasses.asdict(self.config), "model": self.model_name,
+                "data": self.data.fingerprint, "round": self.round, "global_params": self.global_params,
+                "client_params": self.client_params, "history": self.history}
+
+    def save_checkpoint(self) -> None:
+        """Atomically write checkpoint.pt and results.json into out_dir."""
+        if self.out_dir is None:
+            raise ValueError("save_checkpoint: this Simulation has no out_dir; pass out_dir=... to create it")
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        _atomic_torch_save(self.out_dir / "checkpoint.pt", self._state())
+        atomic_write_json(self.out_dir / "results.json", self.results())
+
+    def load_checkpoint(self, path: str | os.PathLike) -> None:
+        """Resume from a checkpoint made with the same config, model and data."""
+        state = torch.load(path, weights_only=False)
+        mine = dataclasses.asdict(self.config)
+        diff = {k: (state["config"].get(k), v) for k, v in mine.items()
+                if k not in ("rounds", "engine", "eval_every") and state["config"].get(k) != v}
+        if diff or state["model"] != self.model_name or state["data"] != self.data.fingerprint:
+            what = ", ".join(f"{k}: {a!r} there vs {b!r} here" for k, (a, b) in diff.items()) or "model or data"
+            raise ValueError(f"checkpoint {path} was made by a different run ({what}); "
+                             "use a fresh out_dir or delete the checkpoint to start over")
+        self.round, self.history = state["round"], state["history"]
+        self.global_params, self.client_params = state["global_params"], state["client_params"]
+
+    def results(self) -> dict:
+        """Everything worth keeping as JSON: config, final accuracies, history."""
+        last = next((h for h in reversed(self.history) if "local_acc" in h), {})
+        return {"config": dataclasses.asdict(self.config), "model": self.model_name,
+                "data_fingerprint": self.data.fingerprint, "rounds_done": self.round,
+                "groups": None if self.data.groups is None else self.data.groups.tolist(),
+                "group_names": list(self.data.group_names),
+                "final": {k: last.get(k) for k in ("local_acc", "global_acc", "local_acc_per_client")},
+                "history": self.history}

@@ -1,0 +1,44 @@
+import pytest
+import torch
+
+from fltutor.models import MODELS, PAPER_PARAM_COUNTS, make_model, num_params
+
+
+# hand-counted: weights + biases of each layer
+EXPECTED = {
+    "mlp": 784 * 200 + 200 + 200 * 10 + 10,                                     # 159,010
+    "cnn_fashion": (25 * 16 + 16) + (25 * 16 * 32 + 32) + (7 * 7 * 32 * 10 + 10),  # 28,938
+    "cnn_cifar": (27 * 16 + 16) + (9 * 16 * 16 + 16) + (576 * 80 + 80) + (80 * 60 + 60) + (60 * 10 + 10),
+    "lenet5": (25 * 6 + 6) + (25 * 6 * 16 + 16) + (400 * 120 + 120) + (120 * 84 + 84) + (84 * 10 + 10),  # 61,706
+    "lenet5_cifar": (75 * 6 + 6) + (25 * 6 * 16 + 16) + (400 * 120 + 120) + (120 * 84 + 84) + (84 * 10 + 10),
+    "logreg": 7850,
+}
+SHAPES = {"cnn_cifar": (3, 32, 32), "lenet5_cifar": (3, 32, 32)}
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_param_counts_and_output_shape(name):
+    m = make_model(name, seed=0)
+    assert num_params(m) == EXPECTED[name]
+    out = m(torch.randn(4, *SHAPES.get(name, (1, 28, 28))))
+    assert out.shape == (4, 10)
+
+
+def test_fmnist_cnn_weights_match_paper_table2():
+    # WAFFLe Table 2 counts weights without biases for the FMNIST CNN: 28,880 exactly
+    assert num_params(make_model("cnn_fashion", seed=0), weights_only=True) == PAPER_PARAM_COUNTS["cnn_fashion"]
+
+
+def test_make_model_is_seeded_and_leaves_global_rng_alone():
+    torch.manual_seed(5)
+    before = torch.rand(1)
+    torch.manual_seed(5)
+    a, b = make_model("mlp", seed=1), make_model("mlp", seed=1)
+    assert torch.rand(1) == before  # the caller's global stream was not consumed
+    assert torch.equal(a.fc1.weight, b.fc1.weight)
+    assert not torch.equal(a.fc1.weight, make_model("mlp", seed=2).fc1.weight)
+
+
+def test_unknown_model():
+    with pytest.raises(ValueError, match="choose one of"):
+        make_model("resnet", seed=0)

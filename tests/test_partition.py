@@ -1,0 +1,143 @@
+import numpy as np
+import pytest
+import torch
+
+from fltutor import partition as P
+
+
+def assert_disjoint(parts, n=None):
+    allidx = np.concatenate(parts)
+    assert len(allidx) == len(np.unique(allidx)), "a sample was given to two clients"
+    if n is not None:
+        assert allidx.min() >= 0 and allidx.max() < n
+
+
+def test_iid_covers_everything_evenly(labels):
+    parts = P.iid(labels, 7, seed=0)
+    assert_disjoint(parts, len(labels))
+    assert sum(map(len, parts)) == len(labels)
+    assert max(map(len, parts)) - min(map(len, parts)) <= 1
+
+
+def test_iid_accepts_torch_and_is_seeded(labels):
+    a = P.iid(torch.as_tensor(labels), 5, seed=1)
+    b = P.iid(labels, 5, seed=1)
+    c = P.iid(labels, 5, seed=2)
+    assert all(np.array_equal(x, y) for x, y in zip(a, b))
+    assert not all(np.array_equal(x, y) for x, y in zip(a, c))
+
+
+def test_shards_each_client_has_at_most_z_classes(labels):
+    parts = P.shards(labels, 20, 2, seed=0)
+    assert len(parts) == 20
+    assert_disjoint(parts, len(labels))
+    assert sum(map(len, parts)) == len(labels)  # unimodal uses every sample
+    counts = P.class_counts(labels, parts)
+    assert ((counts > 0).sum(1) <= 2).all()
+    # 40 shards over 10 classes: each class is cut into 4 shards of 15
+    assert set(np.unique(counts[counts > 0])) <= {15, 30}
+
+
+def test_shards_too_many_clients_raises(labels):
+    with pytest.raises(ValueError, match="lower num_clients"):
+        P.shards(labels, 400, 2, seed=0)
+
+
+def test_multimodal_mnist_odd_even_ratio_and_groups():
+    y = np.repeat(np.arange(10), 600)
+    groups = [((1, 3, 5, 7, 9), 100), ((0, 2, 4, 6, 8), 20)]
+    parts = P.multimodal(y, groups, 2, seed=0)
+    assert len(parts) == 120
+    assert_disjoint(parts, len(y))
+    sizes = np.array([len(p) for p in parts])
+    assert len(set(sizes)) == 1  # equal shards within and across groups
+    counts = P.class_counts(y, parts)
+    maj, mino = counts[:100], counts[100:]
+    assert maj[:, [0, 2, 4, 6, 8]].sum() == 0 and mino[:, [1, 3, 5, 7, 9]].sum() == 0
+    assert maj.sum() == 5 * mino.sum()  # the 5:1 ratio of the paper
+    # 200 majority shards over 5 odd classes = 40 per class of 600 -> 15 samples per shard
+    assert sizes[0] == 30
+    assert ((counts > 0).sum(1) <= 2).all()
+    np.testing.assert_array_equal(P.client_groups(groups), [0] * 100 + [1] * 20)
+
+
+def test_multimodal_presets_are_well_formed():
+    for name, groups in P.MULTIMODAL_PRESETS.items():
+        classes = sorted(c for cl, _ in groups for c in cl)
+        assert classes == list(range(10)), name
+    assert P.MULTIMODAL_PRESETS["fashionmnist"][1] == ((0, 5, 6, 7, 9), 20)
+
+
+@pytest.mark.parametrize("groups,match", [
+    ([((1, 3), 5), ((0, 2), 0)], "at least one client"),
+    ([((1, 3, 11), 5)], "do not occur"),
+    ([((1, 3), 5), ((3, 4), 2)], "more than one group"),
+    ([], "groups is empty"),
+    ([((1, 3), 500)], "lower the groups"),
+])
+def test_multimodal_bad_input(labels, groups, match):
+    with pytest.raises(ValueError, match=match):
+        P.multimodal(labels, groups, 2, seed=0)
+
+
+def test_dirichlet_label_small_alpha_concentrates(labels):
+    skew = P.class_counts(labels, P.dirichlet_label(labels, 10, 0.05, seed=0))
+    flat = P.class_counts(labels, P.dirichlet_label(labels, 10, 1000.0, seed=0))
+    for parts_counts in (skew, flat):
+        assert parts_counts.sum() == len(labels)
+    # fraction of the client's data in its top class: near 1 for tiny alpha, near 0.1 for huge
+    top = lambda c: np.nanmean(c.max(1) / np.maximum(c.sum(1), 1))
+    assert top(skew) > 0.6 and top(flat) < 0.25
+
+
+def test_dirichlet_quantity_sizes(labels):
+    parts = P.dirichlet_quantity(len(labels), 8, 0.5, seed=0)
+    assert_disjoint(parts, len(labels))
+    assert sum(map(len, parts)) == len(labels) and min(map(len, parts)) >= 1
+    with pytest.raises(ValueError, match="beta must be > 0"):
+        P.dirichlet_quantity(100, 5, 0.0, seed=0)
+
+
+def test_dirichlet_label_bad_alpha(labels):
+    with pytest.raises(ValueError, match="alpha must be > 0"):
+        P.dirichlet_label(labels, 5, -1.0, seed=0)
+
+
+def test_label_distribution_b_rotates():
+    y = np.repeat(np.arange(10), 40)
+    parts = P.label_distribution(y, 10, [0.25] * 4 + [0] * 6, seed=0)
+    counts = P.class_counts(y, parts)
+    # client i holds classes i..i+3 (mod 10), 10 samples of each
+    expected = np.zeros((10, 10), int)
+    for i in range(10):
+        expected[i, [(i + j) % 10 for j in range(4)]] = 10
+    np.testing.assert_array_equal(counts, expected)
+
+
+def test_label_distribution_c_proportions():
+    y = np.repeat(np.arange(10), 100)
+    p = [0.4, 0.2, 0.2, 0.1, 0.1, 0, 0, 0, 0, 0]
+    counts = P.class_counts(y, P.label_distribution(y, 10, p, seed=0))
+    np.testing.assert_array_equal(counts[0], [40, 20, 20, 10, 10, 0, 0, 0, 0, 0])
+    np.testing.assert_array_equal(counts[3], np.roll(counts[0], 3))
+    with pytest.raises(ValueError, match="sum to 1"):
+        P.label_distribution(y, 10, [0.5] * 10, seed=0)
+
+
+def test_split_train_test_keeps_client_distribution(labels):
+    parts = P.shards(labels, 10, 2, seed=0)
+    tr, te = P.split_train_test(parts, 0.2, seed=0)
+    for p, a, b in zip(parts, tr, te):
+        assert np.array_equal(np.sort(np.concatenate([a, b])), np.sort(p))
+        assert len(np.intersect1d(a, b)) == 0
+        assert set(labels[b]) <= set(labels[p])
+        assert abs(len(b) - 0.2 * len(p)) <= 1
+    with pytest.raises(ValueError, match="test_fraction"):
+        P.split_train_test(parts, 1.5, seed=0)
+
+
+def test_labels_must_be_1d_integers():
+    with pytest.raises(ValueError, match="1-D"):
+        P.iid(np.zeros((4, 4), int), 2, seed=0)
+    with pytest.raises(ValueError, match="integer"):
+        P.iid(np.zeros(4), 2, seed=0)
