@@ -163,11 +163,11 @@ def train_cohort(model: nn.Module, params: Params, x: Tensor, y: Tensor,
         ce = F.cross_entropy(logits.flatten(0, 1), yb.flatten(), reduction="none").view(C, batch_size)
         per_client = (ce * mask[:, s]).sum(1) / counts[:, s]   # (C,) each client's mean batch loss
         loss = per_client.sum()  # clients' parameters are disjoint: d loss / d p[c] = d loss_c / d p[c]
-        if prox_mu:
-            loss = loss + 0.5 * prox_mu * sum(((t - t0) ** 2).sum() for t, t0 in zip(p, start))
-        grads = torch.autograd.grad(loss, p)
+        grads = list(torch.autograd.grad(loss, p))
         with torch.no_grad():
-            sgd_step(p, list(grads), bufs, lr=lr, momentum=momentum, weight_decay=weight_decay,
+            if prox_mu:  # FedProx: the gradient of (mu/2)||w - w_start||^2, added without autograd
+                grads = [g.add(t - t0, alpha=prox_mu) for g, t, t0 in zip(grads, p, start)]
+            sgd_step(p, grads, bufs, lr=lr, momentum=momentum, weight_decay=weight_decay,
                      active=active[:, s])
             loss_sum += per_client.detach() * active[:, s]
     n_steps = torch.tensor([len(sc) for sc in schedules], dtype=loss_sum.dtype)

@@ -127,12 +127,14 @@ def load(name: str, *, train: bool = True, root: str | os.PathLike | None = None
 def standin(name: str, num_samples: int, *, train: bool = True, seed: int) -> Dataset:
     """Random images of the dataset's exact shape and balanced labels, for offline tests.
 
-    Used where a dataset cannot be had (CIFAR-10 on the offline build machines); the
-    labels are learnable because each class shifts the image mean.
+    Used where a dataset cannot be had (CIFAR-10 on the offline build machines). Each
+    class has a fixed random prototype image (the same for train and test), and a sample
+    is its prototype plus unit Gaussian noise, so the labels are learnable.
     """
     spec = _spec(name)
+    prototypes = torch.randn(len(spec.classes), *spec.shape, generator=torch.Generator().manual_seed(12345))
     g = torch.Generator().manual_seed(seed * 2 + int(train))
     y = torch.arange(num_samples) % len(spec.classes)
     y = y[torch.randperm(num_samples, generator=g)]
-    x = torch.randn(num_samples, *spec.shape, generator=g) + 0.5 * (y.view(-1, 1, 1, 1).float() - 4.5) / 4.5
+    x = 0.5 * prototypes[y] + torch.randn(num_samples, *spec.shape, generator=g)  # (n, C, H, W)
     return Dataset(_canonical(name), x, y, spec.classes, "standin")

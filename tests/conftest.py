@@ -1,8 +1,5 @@
 import numpy as np
 import pytest
-import torch
-
-torch.set_num_threads(2)
 
 
 @pytest.fixture

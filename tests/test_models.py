@@ -1,7 +1,8 @@
 import pytest
 import torch
 
-from fltutor.models import MODELS, PAPER_PARAM_COUNTS, make_model, num_params
+from fltutor.models import MODELS, make_model, num_params
+from fltutor.paper_tables import WAFFLE_IBP_PARAMS
 
 
 # hand-counted: weights + biases of each layer
@@ -26,7 +27,7 @@ def test_param_counts_and_output_shape(name):
 
 def test_fmnist_cnn_weights_match_paper_table2():
     # WAFFLe Table 2 counts weights without biases for the FMNIST CNN: 28,880 exactly
-    assert num_params(make_model("cnn_fashion", seed=0), weights_only=True) == PAPER_PARAM_COUNTS["cnn_fashion"]
+    assert num_params(make_model("cnn_fashion", seed=0), weights_only=True) == WAFFLE_IBP_PARAMS["fashionmnist"]["baseline"]
 
 
 def test_make_model_is_seeded_and_leaves_global_rng_alone():

@@ -1,0 +1,93 @@
+import struct
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+from fltutor import data
+from fltutor.models import make_model
+
+
+def _write_idx(path, arr):
+    arr = np.asarray(arr, dtype=np.uint8)
+    path.write_bytes(struct.pack(">I", 0x0800 | arr.ndim) + struct.pack(f">{arr.ndim}I", *arr.shape) + arr.tobytes())
+
+
+@pytest.fixture
+def tiny_mnist_root(tmp_path):
+    """A 30-image MNIST in torchvision's on-disk layout (raw IDX files)."""
+    raw = tmp_path / "MNIST" / "raw"
+    raw.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for split, n in (("train", 30), ("t10k", 10)):
+        _write_idx(raw / f"{split}-images-idx3-ubyte", rng.integers(0, 256, (n, 28, 28)))
+        _write_idx(raw / f"{split}-labels-idx1-ubyte", np.arange(n) % 10)
+    return tmp_path
+
+
+def test_torchvision_layout_is_read_and_normalised(tiny_mnist_root):
+    ds = data.load("mnist", root=tiny_mnist_root)
+    assert ds.source == "torchvision" and ds.x.shape == (30, 1, 28, 28) and ds.x.dtype == torch.float32
+    assert ds.y.tolist() == [i % 10 for i in range(30)]
+    # pixel 0 maps to -mean/std, pixel 255 to (1-mean)/std
+    assert ds.x.min() >= (0 - 0.1307) / 0.3081 - 1e-5 and ds.x.max() <= (1 - 0.1307) / 0.3081 + 1e-5
+    assert len(data.load("mnist", train=False, root=tiny_mnist_root)) == 10
+
+
+def test_root_precedence(tmp_path, monkeypatch):
+    monkeypatch.setenv("FLTUTOR_DATA", str(tmp_path / "env"))
+    assert data.default_root(tmp_path / "arg") == tmp_path / "arg"
+    assert data.default_root() == tmp_path / "env"
+    monkeypatch.delenv("FLTUTOR_DATA")
+    assert data.default_root() == data.REPO_DATA
+
+
+def test_env_variable_is_used(tiny_mnist_root, monkeypatch):
+    monkeypatch.setenv("FLTUTOR_DATA", str(tiny_mnist_root))
+    assert len(data.load("mnist")) == 30
+
+
+@pytest.mark.parametrize("name", ["mnist", "fashionmnist"])
+def test_bundled_fallback_warns_and_is_stratified(tmp_path, name):
+    with pytest.warns(UserWarning, match="bundled subset"):
+        train = data.load(name, root=tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        test = data.load(name, train=False, root=tmp_path)
+    assert train.source == "bundled" and train.x.shape == (6000, 1, 28, 28)
+    assert np.bincount(train.y.numpy()).tolist() == [600] * 10
+    assert len(test) == 10000  # the whole official test split
+    # the provenance index points into the 60,000-image training split
+    with np.load(data.BUNDLED_DIR / f"{name}.npz") as z:
+        assert z["train_source_index"].max() < 60000 and len(np.unique(z["train_source_index"])) == 6000
+
+
+def test_missing_everywhere_names_the_fix(tmp_path):
+    with pytest.raises(FileNotFoundError, match="download=True"):
+        data.load("cifar10", root=tmp_path)
+
+
+def test_unknown_dataset():
+    with pytest.raises(ValueError, match="choose one of"):
+        data.load("svhn")
+
+
+def test_cifar_standin_runs_through_the_cifar_model():
+    ds = data.standin("cifar10", 64, seed=0)
+    assert ds.x.shape == (64, 3, 32, 32) and ds.source == "standin"
+    assert np.bincount(ds.y.numpy()).min() >= 6
+    assert make_model("cnn_cifar", seed=0)(ds.x).shape == (64, 10)
+    # the same prototypes for train and test, so a stand-in model can generalise
+    a, b = data.standin("cifar10", 10, seed=0), data.standin("cifar10", 10, train=False, seed=0)
+    assert not torch.equal(a.x, b.x)
+
+
+def test_cifar_layout_hwc_becomes_chw_per_channel_normalised():
+    # torchvision's CIFAR10.data is (n, 32, 32, 3) uint8; channel c must use mean[c], std[c]
+    img = np.zeros((2, 32, 32, 3), np.uint8)
+    img[..., 1] = 255
+    x = data._to_tensor(img, data.DATASETS["cifar10"])
+    assert x.shape == (2, 3, 32, 32)
+    torch.testing.assert_close(x[0, 0, 0, 0], torch.tensor((0 - 0.4914) / 0.2470))
+    torch.testing.assert_close(x[0, 1, 5, 5], torch.tensor((1 - 0.4822) / 0.2435))
