@@ -7,15 +7,18 @@ checkpoint in ``out_root`` so that a rerun resumes or simply reloads a finished 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
-import os
 from pathlib import Path
 
 from . import data as fdata
 from . import partition
 from .simulate import FedConfig, FederatedData, Simulation, make_federated
 
-__all__ = ["WAFFLE_SETTINGS", "waffle_data", "run", "run_dir"]
+__all__ = ["WAFFLE_SETTINGS", "waffle_data", "run", "run_dir", "run_key"]
+
+# settings that do not change a run's numbers (engine, eval_every) or are in the folder name
+_NOT_IN_KEY = ("engine", "eval_every", "method", "seed")
 
 # WAFFLe section IV-A-2: model and SGD learning rate per dataset (the same for all methods).
 WAFFLE_SETTINGS = {
@@ -51,9 +54,16 @@ def waffle_data(dataset: str, mode: str, *, seed: int, groups=None, shards_per_c
     return fd
 
 
-def run_dir(out_root, dataset: str, mode: str, method: str, seed: int) -> Path:
-    """Where one table cell keeps its checkpoint and results.json."""
-    return Path(out_root) / f"{dataset}-{mode}-{method}-seed{seed}"
+def run_key(cfg: FedConfig, fed: FederatedData) -> str:
+    """8 hex digits naming everything that changes a run's numbers except method and seed."""
+    settings = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in _NOT_IN_KEY}
+    blob = json.dumps({"config": settings, "data": fed.fingerprint}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:8]
+
+
+def run_dir(out_root, dataset: str, mode: str, cfg: FedConfig, fed: FederatedData) -> Path:
+    """Where one table cell keeps its checkpoint and results.json, e.g. mnist-multimodal-fedavg-seed0-1a2b3c4d."""
+    return Path(out_root) / f"{dataset}-{mode}-{cfg.method}-seed{cfg.seed}-{run_key(cfg, fed)}"
 
 
 def run(dataset: str, mode: str, method: str, *, seed: int, out_root=None, model: str | None = None,
@@ -67,16 +77,11 @@ def run(dataset: str, mode: str, method: str, *, seed: int, out_root=None, model
     settings = WAFFLE_SETTINGS[key]
     cfg = FedConfig(method=method, seed=seed, **{"lr": settings["lr"], **config})
     fed = waffle_data(key, mode, seed=seed) if fed is None else fed
-    out = None if out_root is None else run_dir(out_root, key, mode, method, seed)
+    out = None if out_root is None else run_dir(out_root, key, mode, cfg, fed)
     if out is not None and (out / "results.json").exists():
         done = json.loads((out / "results.json").read_text())
-        same = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in ("engine", "eval_every")}
-        theirs = {k: done["config"].get(k) for k in same}
-        if done.get("rounds_done") == cfg.rounds and done.get("data_fingerprint") == fed.fingerprint \
-                and theirs == same:
-            return done  # finished earlier with these settings: reuse it
+        if done.get("rounds_done") == cfg.rounds:
+            return done  # finished earlier with these settings (the folder name says which): reuse it
     sim = Simulation(model or settings["model"], fed, cfg, out_dir=out, progress=progress)
     sim.run()
-    if out is not None:
-        sim.save_checkpoint()
     return sim.results()
