@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -84,6 +85,7 @@ def cmd_run(args) -> int:
         params.update(load_config(args.config))
     for name, value in args.param:
         params[name] = yaml.safe_load(value)  # "0.1" -> 0.1, "true" -> True, "[1, 2]" -> list
+    os.environ["FLTUTOR_HEADLESS"] = "1"  # kernels inherit it: no live widgets (see fltutor.plots.interact)
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     results = {}

@@ -1,6 +1,7 @@
 """Figures a reader would rather look at than read: partitions, learning curves, fairness."""
 from __future__ import annotations
 
+import os
 from typing import Sequence
 
 import matplotlib.pyplot as plt
@@ -9,7 +10,7 @@ from matplotlib.ticker import MaxNLocator
 
 from .partition import class_counts
 
-__all__ = ["plot_partition", "plot_learning_curves", "plot_client_accuracy"]
+__all__ = ["plot_partition", "plot_learning_curves", "plot_client_accuracy", "interact"]
 
 
 def plot_partition(labels, parts, *, class_names: Sequence[str] | None = None, groups=None,
@@ -74,3 +75,18 @@ def plot_client_accuracy(per_client: dict, groups, *, group_names=("majority", "
     axes[0].set_ylabel("clients")
     axes[0].legend(fontsize=7)
     return axes
+
+
+def interact(fn, **controls):
+    """``ipywidgets.interact(fn, **controls)`` in a live notebook; one call of ``fn()`` when headless.
+
+    Headless runs (``python -m fltutor run``, ``pytest --nbval-lax``) set FLTUTOR_HEADLESS=1:
+    live widgets there can deadlock the executing client at random (jupyter/nbclient#312,
+    nteract/papermill#723), and nobody can move a slider anyway. The default view is drawn
+    instead, so the executed notebook still shows it.
+    """
+    if os.environ.get("FLTUTOR_HEADLESS"):
+        return fn()
+    import ipywidgets
+
+    return ipywidgets.interact(fn, **controls)
