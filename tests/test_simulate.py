@@ -107,3 +107,16 @@ def test_client_sampling_fraction():
 def test_bad_config(kw, match):
     with pytest.raises(ValueError, match=match):
         _cfg(**kw)
+
+
+def test_cifar10_path_on_standin_tensors():
+    # CIFAR-10 cannot be downloaded here: run its model and multimodal preset on same-shape stand-ins
+    train, test = standin("cifar10", 400, seed=0), standin("cifar10", 100, train=False, seed=0)
+    groups = [(c, max(1, n // 18)) for c, n in partition.MULTIMODAL_PRESETS["cifar10"]]  # 5 + 1 clients
+    parts = partition.multimodal(train.y, groups, 2, seed=0)
+    fed = make_federated(train, parts, test_fraction=0.2, seed=0, test_set=test, groups=partition.client_groups(groups))
+    sims = [Simulation("cnn_cifar", fed, _cfg(rounds=1, client_fraction=0.5, engine=e), progress=False) for e in ("cohort", "loop")]
+    for s in sims:
+        s.run()
+    assert len(sims[0].history[-1]["local_acc_per_client"]) == 6
+    torch.testing.assert_close(_final(sims[0]), _final(sims[1]), rtol=1e-4, atol=1e-4)
