@@ -55,6 +55,13 @@ def notebook_for_config(path: str) -> str:
     return stem[:2]
 
 
+def _fmt(v) -> str:
+    """2 decimals for accuracies; thousands separators for counts such as parameter numbers."""
+    if v is None:
+        return ""
+    return f"{v:,.0f}" if abs(v) >= 1000 and float(v).is_integer() else f"{v:.2f}"
+
+
 def print_summary(results: dict[str, Path]) -> None:
     """Print the 'summary' rows of each notebook's results.json."""
     print("\n=== fltutor summary ===")
@@ -69,9 +76,7 @@ def print_summary(results: dict[str, Path]) -> None:
             w = max(len(r["what"]) for r in rows)
             print(f"  {'':{w}}  {'ours':>8}  {'paper':>8}")
             for r in rows:
-                ours = "" if r.get("ours") is None else f"{r['ours']:.2f}"
-                paper = "" if r.get("paper") is None else f"{r['paper']:.2f}"
-                print(f"  {r['what']:{w}}  {ours:>8}  {paper:>8}")
+                print(f"  {r['what']:{w}}  {_fmt(r.get('ours')):>8}  {_fmt(r.get('paper')):>8}")
 
 
 def cmd_run(args) -> int:
