@@ -18,7 +18,8 @@ from torch.func import functional_call, vmap
 Params = dict[str, Tensor]
 
 __all__ = ["batch_schedule", "train_client", "train_cohort", "cohort_forward", "sgd_step",
-           "stack_params", "unstack_params", "get_params", "evaluate", "client_generator"]
+           "stack_params", "unstack_params", "get_params", "evaluate", "client_generator",
+           "cohort_batches"]
 
 
 def client_generator(seed: int, round_: int, client: int) -> torch.Generator:
@@ -98,11 +99,13 @@ def _check_hparams(local_epochs, batch_size, lr):
 
 def train_client(model: nn.Module, params: Params, x: Tensor, y: Tensor, *, local_epochs: int,
                  batch_size: int, lr: float, momentum: float = 0.0, weight_decay: float = 0.0,
-                 prox_mu: float = 0.0, generator: torch.Generator) -> tuple[Params, float]:
+                 prox_mu: float = 0.0, correction: Params | None = None,
+                 generator: torch.Generator) -> tuple[Params, float]:
     """Reference: plain local SGD on one client, the way a tutorial writes it.
 
     Starts from ``params``, optionally adds FedProx's (mu/2)||w - w_start||^2, and returns
-    the trained parameters and the mean mini-batch loss.
+    the trained parameters and the mean mini-batch loss. ``correction`` is a constant added
+    to every gradient: SCAFFOLD passes c - c_i (Karimireddy et al. 2020, Alg. 1 line 10).
     """
     _check_hparams(local_epochs, batch_size, lr)
     model.load_state_dict(params, strict=False)
@@ -116,6 +119,10 @@ def train_client(model: nn.Module, params: Params, x: Tensor, y: Tensor, *, loca
             loss = loss + 0.5 * prox_mu * sum(((p - start[k]) ** 2).sum() for k, p in model.named_parameters())
         opt.zero_grad()
         loss.backward()
+        if correction is not None:
+            with torch.no_grad():
+                for k, p in model.named_parameters():
+                    p.grad.add_(correction[k])
         opt.step()
     return get_params(model), float(sum(losses) / len(losses))
 
@@ -128,29 +135,19 @@ def cohort_forward(model: nn.Module, params: Params, x: Tensor) -> Tensor:
 def train_cohort(model: nn.Module, params: Params, x: Tensor, y: Tensor,
                  client_indices: Sequence[Tensor], *, local_epochs: int, batch_size: int, lr: float,
                  momentum: float = 0.0, weight_decay: float = 0.0, prox_mu: float = 0.0,
+                 correction: Params | None = None,
                  generators: Sequence[torch.Generator]) -> tuple[Params, Tensor]:
     """Train C clients together as one batched model; same result as C calls to ``train_client``.
 
     params: stacked start parameters, each (C, ...); x, y: the whole dataset; client_indices[c]:
     client c's training indices into it. Returns the trained stacked parameters and each
-    client's mean mini-batch loss (C,).
+    client's mean mini-batch loss (C,). ``correction`` (stacked, (C, ...)) is added to each
+    client's gradient at every step, as in ``train_client``.
     """
     _check_hparams(local_epochs, batch_size, lr)
-    C = len(client_indices)
-    if len(generators) != C:
-        raise ValueError(f"train_cohort: {C} clients but {len(generators)} generators; pass one per client")
-    schedules = [batch_schedule(len(idx), local_epochs, batch_size, g)
-                 for idx, g in zip(client_indices, generators)]
-    steps = max(len(s) for s in schedules)
-    gidx = torch.full((C, steps, batch_size), -1, dtype=torch.long)  # (C, S, B) dataset index, -1 = pad
-    for c, (idx, sched) in enumerate(zip(client_indices, schedules)):
-        idx = torch.as_tensor(idx, dtype=torch.long)
-        for s, pos in enumerate(sched):
-            gidx[c, s, : len(pos)] = idx[pos]
-    mask = gidx >= 0                                      # (C, S, B)
-    active = mask[:, :, 0]                                # (C, S) client takes step s
-    counts = mask.sum(2).clamp(min=1).to(x.dtype if x.is_floating_point() else torch.float32)
-    safe = gidx.clamp(min=0)
+    safe, mask, active, counts, n_steps = cohort_batches(client_indices, local_epochs, batch_size,
+                                                         generators, x.dtype)
+    C, steps = active.shape
 
     names = list(params)
     p = [params[k].detach().clone().requires_grad_(True) for k in names]
@@ -167,11 +164,38 @@ def train_cohort(model: nn.Module, params: Params, x: Tensor, y: Tensor,
         with torch.no_grad():
             if prox_mu:  # FedProx: the gradient of (mu/2)||w - w_start||^2, added without autograd
                 grads = [g.add(t - t0, alpha=prox_mu) for g, t, t0 in zip(grads, p, start)]
+            if correction is not None:  # SCAFFOLD: g - c_i + c, constant over the local steps
+                grads = [g.add(correction[k]) for g, k in zip(grads, names)]
             sgd_step(p, grads, bufs, lr=lr, momentum=momentum, weight_decay=weight_decay,
                      active=active[:, s])
             loss_sum += per_client.detach() * active[:, s]
-    n_steps = torch.tensor([len(sc) for sc in schedules], dtype=loss_sum.dtype)
-    return {k: t.detach() for k, t in zip(names, p)}, loss_sum / n_steps
+    return {k: t.detach() for k, t in zip(names, p)}, loss_sum / n_steps.to(loss_sum.dtype)
+
+
+def cohort_batches(client_indices: Sequence[Tensor], local_epochs: int, batch_size: int,
+                   generators: Sequence[torch.Generator], dtype=torch.float32):
+    """Every client's mini-batch schedule as padded tensors, for the cohort engines.
+
+    Returns ``safe`` (C, S, B) dataset indices (padding points at sample 0), ``mask``
+    (C, S, B) real samples, ``active`` (C, S) whether client c takes step s, ``counts``
+    (C, S) batch sizes, and ``n_steps`` (C,) how many steps each client takes.
+    """
+    C = len(client_indices)
+    if len(generators) != C:
+        raise ValueError(f"cohort_batches: {C} clients but {len(generators)} generators; pass one per client")
+    schedules = [batch_schedule(len(idx), local_epochs, batch_size, g)
+                 for idx, g in zip(client_indices, generators)]
+    steps = max(len(s) for s in schedules)
+    gidx = torch.full((C, steps, batch_size), -1, dtype=torch.long)  # (C, S, B) dataset index, -1 = pad
+    for c, (idx, sched) in enumerate(zip(client_indices, schedules)):
+        idx = torch.as_tensor(idx, dtype=torch.long)
+        for s, pos in enumerate(sched):
+            gidx[c, s, : len(pos)] = idx[pos]
+    mask = gidx >= 0
+    active = mask[:, :, 0]
+    counts = mask.sum(2).clamp(min=1).to(dtype if dtype.is_floating_point else torch.float32)
+    n_steps = torch.tensor([len(sc) for sc in schedules])
+    return gidx.clamp(min=0), mask, active, counts, n_steps
 
 
 @torch.no_grad()
