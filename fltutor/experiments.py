@@ -19,6 +19,7 @@ __all__ = ["WAFFLE_SETTINGS", "waffle_data", "run", "run_dir", "run_key"]
 
 # settings that do not change a run's numbers (engine, eval_every) or are in the folder name
 _NOT_IN_KEY = ("engine", "eval_every", "method", "seed")
+_KEY_IF_SET = ("server_opt", "server_lr", "aggregation", "tau", "beta1", "beta2", "server_eps")
 
 # WAFFLe section IV-A-2: model and SGD learning rate per dataset (the same for all methods).
 WAFFLE_SETTINGS = {
@@ -55,8 +56,14 @@ def waffle_data(dataset: str, mode: str, *, seed: int, groups=None, shards_per_c
 
 
 def run_key(cfg: FedConfig, fed: FederatedData) -> str:
-    """8 hex digits naming everything that changes a run's numbers except method and seed."""
-    settings = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in _NOT_IN_KEY}
+    """8 hex digits naming everything that changes a run's numbers except method and seed.
+
+    Server-side settings (added for GMA) enter the key only when they differ from their
+    defaults, so runs made before they existed keep their folders.
+    """
+    defaults = FedConfig()
+    settings = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in _NOT_IN_KEY
+                and not (k in _KEY_IF_SET and v == getattr(defaults, k))}
     blob = json.dumps({"config": settings, "data": fed.fingerprint}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:8]
 

@@ -105,6 +105,7 @@ MODELS = {
     "cnn_cifar": lambda: CNNCifar(),
     "lenet5": lambda: LeNet5(),
     "lenet5_cifar": lambda: LeNet5(in_channels=3, image_size=32),
+    "lenet5_rgb": lambda: LeNet5(in_channels=3, image_size=28),   # FedCMNIST
     "logreg": lambda: LogReg(),
 }
 

@@ -28,7 +28,8 @@ from .models import make_model
 
 __all__ = ["FedConfig", "FederatedData", "make_federated", "Simulation", "METHODS", "atomic_write_json"]
 
-METHODS = ("fedavg", "fedprox", "qffl", "local")
+METHODS = ("fedavg", "fedprox", "qffl", "local", "scaffold")
+AGGREGATIONS = ("mean", "gma", "and")
 
 
 @dataclass
@@ -47,10 +48,26 @@ class FedConfig:
     eval_every: int = 1
     seed: int = 0
     engine: str = "cohort"        # "cohort" (batched) or "loop" (per-client reference)
+    # server side (Reddi et al. 2021; GMA, Tenison et al. 2023); the defaults are plain FedAvg
+    server_opt: str = "sgd"       # sgd, adagrad, adam, yogi
+    server_lr: float = 1.0        # eta_g
+    aggregation: str = "mean"     # mean, gma (soft mask) or and (binary AND-mask)
+    tau: float = 0.4              # mask threshold
+    beta1: float = 0.9
+    beta2: float = 0.99
+    server_eps: float = 1e-3
 
     def __post_init__(self):
         if self.method not in METHODS:
             raise ValueError(f"method {self.method!r} is unknown; choose one of {METHODS}")
+        if self.aggregation not in AGGREGATIONS:
+            raise ValueError(f"aggregation {self.aggregation!r} is unknown; choose one of {AGGREGATIONS}")
+        aggregators.ServerOptimizer(self.server_opt, self.server_lr)  # validates both
+        if not 0 <= self.tau <= 1:
+            raise ValueError(f"tau must be in [0, 1], got {self.tau}; the GMA paper uses 0.4")
+        if self.method in ("qffl", "local") and not self.plain_server:
+            raise ValueError(f"method {self.method!r} has its own server rule; leave server_opt='sgd', "
+                             "server_lr=1 and aggregation='mean'")
         if self.engine not in ("cohort", "loop"):
             raise ValueError(f"engine {self.engine!r} is unknown; choose 'cohort' or 'loop'")
         if not (0 < self.client_fraction <= 1):
@@ -64,6 +81,12 @@ class FedConfig:
             raise ValueError(f"lr must be > 0, got {self.lr}")
         if self.mu < 0 or self.q < 0:
             raise ValueError(f"mu and q must be >= 0, got mu={self.mu}, q={self.q}")
+
+
+    @property
+    def plain_server(self) -> bool:
+        """True when the server step is FedAvg's plain weighted average."""
+        return self.server_opt == "sgd" and self.server_lr == 1.0 and self.aggregation == "mean"
 
 
 @dataclass
@@ -151,6 +174,14 @@ class Simulation:
         # client-private state: here the personal models of Local-only, (N, ...) per tensor
         self.client_params: Params | None = (stack_params(self.global_params, data.num_clients)
                                              if config.method == "local" else None)
+        self.server = aggregators.ServerOptimizer(config.server_opt, config.server_lr, beta1=config.beta1,
+                                                  beta2=config.beta2, eps=config.server_eps)
+        # SCAFFOLD control variates: the server's c and every client's c_i, (N, ...) per tensor
+        self.control: Params | None = None
+        self.client_control: Params | None = None
+        if config.method == "scaffold":
+            self.control = {k: torch.zeros_like(v) for k, v in self.global_params.items()}
+            self.client_control = stack_params(self.control, data.num_clients)
         self._test_idx = np.concatenate(data.test)  # (sum n_test,)
         self._test_owner = torch.as_tensor(np.repeat(np.arange(data.num_clients), [len(t) for t in data.test]))
         if self.out_dir is not None and (self.out_dir / "checkpoint.pt").exists():
@@ -164,7 +195,8 @@ class Simulation:
         rng = np.random.default_rng([self.config.seed, round_])
         return np.sort(rng.choice(n, size=m, replace=False))
 
-    def _train(self, start: Params, cohort: np.ndarray, round_: int) -> tuple[Params, Tensor]:
+    def _train(self, start: Params, cohort: np.ndarray, round_: int,
+               correction: Params | None = None) -> tuple[Params, Tensor]:
         """Local training of the cohort from stacked start params (C, ...)."""
         cfg = self.config
         idx = [torch.as_tensor(self.data.train[k]) for k in cohort]
@@ -173,9 +205,11 @@ class Simulation:
                   momentum=cfg.momentum, weight_decay=cfg.weight_decay,
                   prox_mu=cfg.mu if cfg.method == "fedprox" else 0.0)
         if cfg.engine == "cohort":
-            return train_cohort(self.model, start, self.data.x, self.data.y, idx, generators=gens, **kw)
-        outs = [train_client(self.model, unstack_params(start, c), self.data.x[i], self.data.y[i],
-                             generator=g, **kw) for c, (i, g) in enumerate(zip(idx, gens))]
+            return train_cohort(self.model, start, self.data.x, self.data.y, idx, generators=gens,
+                                correction=correction, **kw)
+        outs = [train_client(self.model, unstack_params(start, c), self.data.x[i], self.data.y[i], generator=g,
+                             correction=None if correction is None else unstack_params(correction, c), **kw)
+                for c, (i, g) in enumerate(zip(idx, gens))]
         stacked = {k: torch.stack([o[0][k] for o in outs]) for k in start}
         return stacked, torch.tensor([o[1] for o in outs])
 
@@ -197,21 +231,53 @@ class Simulation:
         else:
             start = stack_params(self.global_params, C)
         start_losses = self._start_losses(cohort) if cfg.method == "qffl" else None
-        trained, train_loss = self._train(start, cohort, r)
+        rows = torch.as_tensor(cohort)
+        correction = None
+        if cfg.method == "scaffold":  # every local step uses g - c_i + c
+            correction = {k: self.control[k].unsqueeze(0) - self.client_control[k][rows] for k in self.control}
+        trained, train_loss = self._train(start, cohort, r, correction)
+        n = torch.tensor([len(self.data.train[k]) for k in cohort], dtype=torch.float64)
         if cfg.method == "local":
             for k, v in trained.items():
-                self.client_params[k][torch.as_tensor(cohort)] = v
+                self.client_params[k][rows] = v
         elif cfg.method == "qffl":
             self.global_params = aggregators.qffl(self.global_params, trained, start_losses, lr=cfg.lr, q=cfg.q)
-        else:  # fedavg, fedprox: FedProx changes only the client objective
-            n = torch.tensor([len(self.data.train[k]) for k in cohort], dtype=torch.float64)
+        elif cfg.plain_server and cfg.method != "scaffold":  # FedAvg; FedProx changes only the client side
             self.global_params = aggregators.fedavg(self.global_params, trained, n)
+        else:
+            self._server_step(trained, n, cohort)
         self.round += 1
         entry = {"round": self.round, "clients": cohort.tolist(), "train_loss": float(train_loss.mean())}
         if self.round % cfg.eval_every == 0 or self.round == cfg.rounds:
             entry.update(self.evaluate())
         self.history.append(entry)
         return entry
+
+    def _server_step(self, trained: Params, n: Tensor, cohort: np.ndarray) -> None:
+        """Pseudo-gradient, optional GMA/AND mask, server optimizer; SCAFFOLD's control variates.
+
+        Delta = sum_n s_n/sum(s) (w_n - w) (GMA Alg. 2); the mask is computed from the
+        clients' unweighted updates (a positive weight leaves signs alone, so each client has
+        one vote) and multiplies the server optimizer's final step.
+        """
+        cfg = self.config
+        updates = {k: v - self.global_params[k].unsqueeze(0) for k, v in trained.items()}  # (C, ...)
+        delta = aggregators.weighted_mean(updates, n)
+        mask = None
+        if cfg.aggregation != "mean":
+            fn = aggregators.gma_mask if cfg.aggregation == "gma" else aggregators.and_mask
+            mask = {k: fn(u, cfg.tau) for k, u in updates.items()}
+        self.global_params = self.server.step(self.global_params, delta, mask)
+        if cfg.method == "scaffold":  # option II: c_i+ = c_i - c + (x - y_i) / (K lr)
+            rows = torch.as_tensor(cohort)
+            steps = torch.tensor([-(-len(self.data.train[k]) // cfg.batch_size) * cfg.local_epochs
+                                  for k in cohort], dtype=torch.float64)
+            n_all = self.data.num_clients
+            for k, u in updates.items():
+                scale = (steps * cfg.lr).to(u.dtype).view(-1, *([1] * (u.ndim - 1)))
+                c_plus = self.client_control[k][rows] - self.control[k].unsqueeze(0) - u / scale
+                self.control[k] = self.control[k] + (c_plus - self.client_control[k][rows]).sum(0) / n_all
+                self.client_control[k][rows] = c_plus
 
     # ---- evaluation ----------------------------------------------------------------
     def local_accuracy(self) -> np.ndarray:
@@ -261,7 +327,9 @@ class Simulation:
     def _state(self) -> dict:
         return {"config": dataclasses.asdict(self.config), "model": self.model_name,
                 "data": self.data.fingerprint, "round": self.round, "global_params": self.global_params,
-                "client_params": self.client_params, "history": self.history}
+                "client_params": self.client_params, "history": self.history,
+                "server": self.server.state_dict(), "control": self.control,
+                "client_control": self.client_control}
 
     def save_checkpoint(self) -> None:
         """Atomically write checkpoint.pt and results.json into out_dir."""
@@ -283,6 +351,9 @@ class Simulation:
                              "use a fresh out_dir or delete the checkpoint to start over")
         self.round, self.history = state["round"], state["history"]
         self.global_params, self.client_params = state["global_params"], state["client_params"]
+        if "server" in state:
+            self.server.load_state_dict(state["server"])
+            self.control, self.client_control = state["control"], state["client_control"]
 
     def results(self) -> dict:
         """Everything worth keeping as JSON: config, final accuracies, history."""
