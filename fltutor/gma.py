@@ -101,7 +101,7 @@ def gma_data(dataset: str, skew: str, num_clients: int, *, seed: int, root=None,
 # The GMA paper's client settings (sec. 5.1, Table 1): LeNet, SGD with momentum 0.9, one local
 # epoch, 10 clients per round. It tunes the learning rates per algorithm and does not print the
 # winners, nor the batch size or number of rounds; these are ours.
-GMA_SETTINGS = {"local_epochs": 1, "momentum": 0.9, "lr": 0.01, "batch_size": 32, "tau": 0.4}
+GMA_SETTINGS = {"local_epochs": 1, "momentum": 0.9, "lr": 0.05, "batch_size": 32, "tau": 0.4}
 
 
 def run(dataset: str, skew: str, num_clients: int, method: str, *, seed: int, aggregation: str = "mean",
