@@ -13,7 +13,7 @@ from pathlib import Path
 
 from . import data as fdata
 from . import partition
-from .simulate import FedConfig, FederatedData, Simulation, make_federated
+from .simulate import FedConfig, FederatedData, Simulation, finished_results, make_federated
 
 __all__ = ["WAFFLE_SETTINGS", "waffle_data", "run", "run_dir", "run_key"]
 
@@ -85,10 +85,9 @@ def run(dataset: str, mode: str, method: str, *, seed: int, out_root=None, model
     cfg = FedConfig(method=method, seed=seed, **{"lr": settings["lr"], **config})
     fed = waffle_data(key, mode, seed=seed) if fed is None else fed
     out = None if out_root is None else run_dir(out_root, key, mode, cfg, fed)
-    if out is not None and (out / "results.json").exists():
-        done = json.loads((out / "results.json").read_text())
-        if done.get("rounds_done") == cfg.rounds:
-            return done  # finished earlier with these settings (the folder name says which): reuse it
+    done = finished_results(out, cfg.rounds)
+    if done is not None:
+        return done  # finished earlier with these settings (the folder name says which): reuse it
     sim = Simulation(model or settings["model"], fed, cfg, out_dir=out, progress=progress)
     sim.run()
     return sim.results()

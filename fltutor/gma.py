@@ -112,10 +112,9 @@ def run(dataset: str, skew: str, num_clients: int, method: str, *, seed: int, ag
     10 clients per round as in the paper; ``config`` overrides ``GMA_SETTINGS`` and other
     FedConfig fields. Returns ``Simulation.results()`` plus ``best_global_acc``.
     """
-    import json
     from pathlib import Path
     from .experiments import run_key
-    from .simulate import FedConfig, Simulation
+    from .simulate import FedConfig, Simulation, finished_results
     fed = gma_data(dataset, skew, num_clients, seed=seed) if fed is None else fed
     settings = {**GMA_SETTINGS, "client_fraction": min(1.0, 10 / num_clients), **config}
     cfg = FedConfig(method=method, seed=seed, aggregation=aggregation, server_opt=server_opt, **settings)
@@ -125,10 +124,9 @@ def run(dataset: str, skew: str, num_clients: int, method: str, *, seed: int, ag
     if out_root is not None:
         out = Path(out_root) / (f"{dataset}-{skew}{num_clients}-{method}-{server_opt}-{aggregation}-seed{seed}-"
                                 f"{run_key(cfg, fed)}")
-        if (out / "results.json").exists():
-            done = json.loads((out / "results.json").read_text())
-            if done.get("rounds_done") == cfg.rounds:
-                return done
+        done = finished_results(out, cfg.rounds)
+        if done is not None:
+            return done
     sim = Simulation(model, fed, cfg, out_dir=out, progress=progress)
     sim.run()
     res = sim.results()

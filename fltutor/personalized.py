@@ -21,6 +21,7 @@ agent 0). Methods:
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import os
 from dataclasses import dataclass
@@ -38,7 +39,7 @@ from . import partition
 from .client import (Params, client_generator, cohort_batches, cohort_forward, evaluate, get_params,
                      stack_params, train_cohort)
 from .models import make_model
-from .simulate import FederatedData, _atomic_torch_save, atomic_write_json
+from .simulate import FederatedData, _atomic_torch_save, atomic_write_json, finished_results
 
 __all__ = ["PERSONAL_METHODS", "DISTRIBUTIONS", "PersonalConfig", "agents_data", "PersonalizedRun",
            "train_apfl_cohort", "run"]
@@ -184,7 +185,7 @@ class PersonalizedRun:
     def __init__(self, model: nn.Module | str, data: FederatedData, config: PersonalConfig, *,
                  out_dir: str | os.PathLike | None = None, checkpoint_every: int = 10,
                  progress: bool = True):
-        self.model = make_model(model, seed=config.seed) if isinstance(model, str) else model
+        self.model = make_model(model, seed=config.seed) if isinstance(model, str) else copy.deepcopy(model)
         self.model_name = model if isinstance(model, str) else type(model).__name__
         self.data, self.config = data, config
         n = data.num_clients
@@ -375,10 +376,9 @@ def run(dataset: str, distribution: str, method: str, *, seed: int, out_root=Non
         key = hashlib.sha256(json.dumps({"c": settings, "d": fed.fingerprint, "m": model},
                                         sort_keys=True).encode()).hexdigest()[:8]
         out = Path(out_root) / f"{dataset}-{distribution.replace('*', 'star')}-{method}-seed{seed}-{key}"
-        if (out / "results.json").exists():
-            done = json.loads((out / "results.json").read_text())
-            if done.get("rounds_done") == cfg.rounds:
-                return done
+        done = finished_results(out, cfg.rounds)
+        if done is not None:
+            return done
     sim = PersonalizedRun(model, fed, cfg, out_dir=out, progress=progress)
     sim.run()
     return sim.results()

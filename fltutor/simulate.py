@@ -26,7 +26,7 @@ from .client import (Params, client_generator, evaluate, get_params, stack_param
                      train_cohort, unstack_params)
 from .models import make_model
 
-__all__ = ["FedConfig", "FederatedData", "make_federated", "Simulation", "METHODS", "atomic_write_json"]
+__all__ = ["FedConfig", "FederatedData", "make_federated", "Simulation", "METHODS", "atomic_write_json", "finished_results"]
 
 METHODS = ("fedavg", "fedprox", "qffl", "local", "scaffold")
 AGGREGATIONS = ("mean", "gma", "and")
@@ -144,6 +144,21 @@ def atomic_write_json(path: str | os.PathLike, obj) -> None:
     with os.fdopen(fd, "w") as f:
         json.dump(obj, f, indent=1)
     os.replace(tmp, path)
+
+
+def finished_results(out_dir, rounds: int) -> dict | None:
+    """The results.json of a run folder that already finished ``rounds`` rounds, else None.
+
+    Table cells are keyed by their settings (the folder name), so a finished folder can be
+    reloaded instead of retrained; a partial one is resumed from its checkpoint instead.
+    """
+    if out_dir is None:
+        return None
+    path = Path(out_dir) / "results.json"
+    if not path.exists():
+        return None
+    done = json.loads(path.read_text())
+    return done if done.get("rounds_done") == rounds else None
 
 
 def _atomic_torch_save(path: Path, obj) -> None:
