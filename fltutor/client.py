@@ -19,7 +19,7 @@ Params = dict[str, Tensor]
 
 __all__ = ["batch_schedule", "train_client", "train_cohort", "cohort_forward", "sgd_step",
            "stack_params", "unstack_params", "get_params", "evaluate", "client_generator",
-           "cohort_batches"]
+           "cohort_batches", "train_pfedme_cohort"]
 
 
 def client_generator(seed: int, round_: int, client: int) -> torch.Generator:
@@ -196,6 +196,48 @@ def cohort_batches(client_indices: Sequence[Tensor], local_epochs: int, batch_si
     counts = mask.sum(2).clamp(min=1).to(dtype if dtype.is_floating_point else torch.float32)
     n_steps = torch.tensor([len(sc) for sc in schedules])
     return gidx.clamp(min=0), mask, active, counts, n_steps
+
+
+def train_pfedme_cohort(model: nn.Module, params: Params, x: Tensor, y: Tensor,
+                        client_indices: Sequence[Tensor], *, local_epochs: int, batch_size: int, lr: float,
+                        personal_lr: float, lam: float, inner_steps: int,
+                        generators: Sequence[torch.Generator]) -> tuple[Params, Params, Tensor]:
+    """pFedMe's client update (Dinh et al. 2020, Alg. 1) for a cohort: (local w, personal theta, loss).
+
+    For each mini-batch, theta takes ``inner_steps`` gradient steps on
+    f(theta; batch) + lam/2 ||theta - w||^2 (theta carries over between batches, as in the
+    authors' code), then w <- w - lr * lam * (w - theta). Both start at ``params`` (C, ...).
+    """
+    _check_hparams(local_epochs, batch_size, lr)
+    safe, mask, active, counts, n_steps = cohort_batches(client_indices, local_epochs, batch_size,
+                                                         generators, x.dtype)
+    C, steps = active.shape
+    names = list(params)
+    w = [params[k].detach().clone() for k in names]
+    theta = [t.clone() for t in w]
+    loss_sum = torch.zeros(C)
+    for s in range(steps):
+        xb, yb = x[safe[:, s]], y[safe[:, s]]   # (C, B, ...), (C, B)
+        on = active[:, s]
+        for _ in range(inner_steps):
+            th = [t.requires_grad_(True) for t in theta]
+            logits = cohort_forward(model, dict(zip(names, th)), xb)  # (C, B, K)
+            ce = F.cross_entropy(logits.flatten(0, 1), yb.flatten(), reduction="none").view(C, batch_size)
+            per_client = (ce * mask[:, s]).sum(1) / counts[:, s]      # (C,)
+            grads = torch.autograd.grad(per_client.sum(), th)
+            with torch.no_grad():
+                theta = [torch.where(_rows(on, t), t - personal_lr * (g + lam * (t - w0)), t)
+                         for t, g, w0 in zip(th, grads, w)]
+        with torch.no_grad():
+            w = [torch.where(_rows(on, w0), w0 - lr * lam * (w0 - t), w0) for w0, t in zip(w, theta)]
+            loss_sum += per_client.detach() * active[:, s]
+    return ({k: t for k, t in zip(names, w)}, {k: t.detach() for k, t in zip(names, theta)},
+            loss_sum / n_steps.to(loss_sum.dtype))
+
+
+def _rows(active: Tensor, like: Tensor) -> Tensor:
+    """(C,) bool broadcast to the shape of a stacked tensor (C, ...)."""
+    return active.view(-1, *([1] * (like.ndim - 1)))
 
 
 @torch.no_grad()

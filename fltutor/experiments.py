@@ -13,13 +13,16 @@ from pathlib import Path
 
 from . import data as fdata
 from . import partition
-from .simulate import FedConfig, FederatedData, Simulation, finished_results, make_federated
+from .factorized import FactorizedSimulation
+from .simulate import FACTORIZED_METHODS, FedConfig, FederatedData, Simulation, finished_results, make_federated
 
 __all__ = ["WAFFLE_SETTINGS", "waffle_data", "run", "run_dir", "run_key"]
 
 # settings that do not change a run's numbers (engine, eval_every) or are in the folder name
 _NOT_IN_KEY = ("engine", "eval_every", "method", "seed")
-_KEY_IF_SET = ("server_opt", "server_lr", "aggregation", "tau", "beta1", "beta2", "server_eps")
+_KEY_IF_SET = ("server_opt", "server_lr", "aggregation", "tau", "beta1", "beta2", "server_eps",
+               "personal_layers", "pfedme_lambda", "pfedme_steps", "pfedme_lr", "pfedme_beta",
+               "num_factors", "alpha_ratio", "temperature", "l1_weight", "selection_lr")
 
 # WAFFLe section IV-A-2: model and SGD learning rate per dataset (the same for all methods).
 WAFFLE_SETTINGS = {
@@ -88,6 +91,7 @@ def run(dataset: str, mode: str, method: str, *, seed: int, out_root=None, model
     done = finished_results(out, cfg.rounds)
     if done is not None:
         return done  # finished earlier with these settings (the folder name says which): reuse it
-    sim = Simulation(model or settings["model"], fed, cfg, out_dir=out, progress=progress)
+    engine = FactorizedSimulation if method in FACTORIZED_METHODS else Simulation
+    sim = engine(model or settings["model"], fed, cfg, out_dir=out, progress=progress)
     sim.run()
     return sim.results()

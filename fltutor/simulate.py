@@ -14,7 +14,7 @@ import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 import torch
@@ -23,12 +23,15 @@ from tqdm.auto import tqdm
 
 from . import aggregators
 from .client import (Params, client_generator, evaluate, get_params, stack_params, train_client,
-                     train_cohort, unstack_params)
+                     train_cohort, train_pfedme_cohort, unstack_params)
 from .models import make_model
 
-__all__ = ["FedConfig", "FederatedData", "make_federated", "Simulation", "METHODS", "atomic_write_json", "finished_results"]
+__all__ = ["FedConfig", "FederatedData", "make_federated", "Simulation", "METHODS", "FACTORIZED_METHODS",
+           "atomic_write_json", "finished_results", "personal_keys"]
 
-METHODS = ("fedavg", "fedprox", "qffl", "local", "scaffold")
+METHODS = ("fedavg", "fedprox", "qffl", "local", "scaffold", "fedper", "pfedme")
+# run by fltutor.factorized.FactorizedSimulation (weight-factorization WAFFLe and its L1 ablation)
+FACTORIZED_METHODS = ("ibp", "l1")
 AGGREGATIONS = ("mean", "gma", "and")
 
 
@@ -56,10 +59,22 @@ class FedConfig:
     beta1: float = 0.9
     beta2: float = 0.99
     server_eps: float = 1e-3
+    # personalization baselines of WAFFLe's Table 5
+    personal_layers: int = 1      # FedPer (Arivazhagan et al. 2019): last layers kept on the client
+    pfedme_lambda: float = 15.0   # pFedMe (Dinh et al. 2020): Moreau-envelope weight
+    pfedme_steps: int = 5         # K inner steps for the personalized model per mini-batch
+    pfedme_lr: float = 0.1        # personal learning rate of the inner problem
+    pfedme_beta: float = 1.0      # server mixing: w <- (1 - beta) w + beta mean(w_i)
+    # weight-factorization WAFFLe (methods "ibp" and "l1", see fltutor.factorized)
+    num_factors: Optional[int] = None  # F for every factorized layer; None: the paper's per model
+    alpha_ratio: float = 0.8      # IBP alpha = alpha_ratio * F per layer (the paper reports alpha / F)
+    temperature: float = 2 / 3    # concrete relaxation of b (not given in the paper)
+    l1_weight: float = 1.0        # method "l1": weight of the L1 penalty on the factor scores
+    selection_lr: Optional[float] = None  # SGD rate of the private selection parameters; None: lr
 
     def __post_init__(self):
-        if self.method not in METHODS:
-            raise ValueError(f"method {self.method!r} is unknown; choose one of {METHODS}")
+        if self.method not in METHODS + FACTORIZED_METHODS:
+            raise ValueError(f"method {self.method!r} is unknown; choose one of {METHODS + FACTORIZED_METHODS}")
         if self.aggregation not in AGGREGATIONS:
             raise ValueError(f"aggregation {self.aggregation!r} is unknown; choose one of {AGGREGATIONS}")
         aggregators.ServerOptimizer(self.server_opt, self.server_lr)  # validates both
@@ -79,6 +94,23 @@ class FedConfig:
                 raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
         if not self.lr > 0:
             raise ValueError(f"lr must be > 0, got {self.lr}")
+        if self.method in ("fedper", "pfedme") + FACTORIZED_METHODS and not self.plain_server:
+            raise ValueError(f"method {self.method!r} is defined with plain averaging; leave server_opt='sgd', "
+                             "server_lr=1 and aggregation='mean'")
+        if not (isinstance(self.personal_layers, int) and self.personal_layers >= 1):
+            raise ValueError(f"personal_layers must be an integer >= 1, got {self.personal_layers!r}")
+        if not (isinstance(self.pfedme_steps, int) and self.pfedme_steps >= 1) or self.pfedme_lambda <= 0 \
+                or self.pfedme_lr <= 0 or not 0 < self.pfedme_beta <= 2:
+            raise ValueError("pFedMe needs pfedme_steps >= 1, pfedme_lambda > 0, pfedme_lr > 0 and "
+                             f"0 < pfedme_beta <= 2; got {self.pfedme_steps}, {self.pfedme_lambda}, "
+                             f"{self.pfedme_lr}, {self.pfedme_beta} (Dinh et al. use 5, 15, 0.1, 1)")
+        if self.num_factors is not None and not (isinstance(self.num_factors, int) and self.num_factors >= 1):
+            raise ValueError(f"num_factors must be None (the paper's F) or an integer >= 1, got {self.num_factors!r}")
+        if self.selection_lr is not None and not self.selection_lr > 0:
+            raise ValueError(f"selection_lr must be None (use lr) or > 0, got {self.selection_lr}")
+        if not (self.alpha_ratio > 0 and self.temperature > 0 and self.l1_weight >= 0):
+            raise ValueError(f"need alpha_ratio > 0, temperature > 0 and l1_weight >= 0, got {self.alpha_ratio}, "
+                             f"{self.temperature}, {self.l1_weight}; the paper's Table 9 uses alpha/F in 0.4..1")
         if self.mu < 0 or self.q < 0:
             raise ValueError(f"mu and q must be >= 0, got mu={self.mu}, q={self.q}")
 
@@ -136,6 +168,20 @@ def make_federated(train_set, parts: Sequence[np.ndarray], *, test_fraction: flo
                          getattr(train_set, "source", "unknown"))
 
 
+def personal_keys(model: nn.Module, num_layers: int) -> list[str]:
+    """Parameter names of the last ``num_layers`` layers that have parameters (FedPer's head)."""
+    layers: list[str] = []
+    for name, _ in model.named_parameters():
+        layer = name.rsplit(".", 1)[0]
+        if layer not in layers:
+            layers.append(layer)
+    if num_layers >= len(layers):
+        raise ValueError(f"FedPer: personal_layers={num_layers} would keep all {len(layers)} layers "
+                         f"({layers}) on the clients, which is Local-only; use at most {len(layers) - 1}")
+    keep = set(layers[-num_layers:])
+    return [name for name, _ in model.named_parameters() if name.rsplit(".", 1)[0] in keep]
+
+
 def atomic_write_json(path: str | os.PathLike, obj) -> None:
     """Write JSON so that readers see the old file or the new one, never half of one."""
     path = Path(path)
@@ -186,9 +232,15 @@ class Simulation:
         self.round = 0
         self.history: list[dict] = []
         self.global_params: Params = get_params(self.model)
-        # client-private state: here the personal models of Local-only, (N, ...) per tensor
-        self.client_params: Params | None = (stack_params(self.global_params, data.num_clients)
-                                             if config.method == "local" else None)
+        # client-private state, (N, ...) per tensor: Local-only's models, FedPer's heads,
+        # pFedMe's personalized models
+        self.personal_keys = personal_keys(self.model, config.personal_layers) if config.method == "fedper" else []
+        self.client_params: Params | None = None
+        if config.method in ("local", "pfedme"):
+            self.client_params = stack_params(self.global_params, data.num_clients)
+        elif config.method == "fedper":
+            self.client_params = stack_params({k: self.global_params[k] for k in self.personal_keys},
+                                              data.num_clients)
         self.server = aggregators.ServerOptimizer(config.server_opt, config.server_lr, beta1=config.beta1,
                                                   beta2=config.beta2, eps=config.server_eps)
         # SCAFFOLD control variates: the server's c and every client's c_i, (N, ...) per tensor
@@ -228,6 +280,15 @@ class Simulation:
         stacked = {k: torch.stack([o[0][k] for o in outs]) for k in start}
         return stacked, torch.tensor([o[1] for o in outs])
 
+    def _train_pfedme(self, start: Params, cohort: np.ndarray, round_: int) -> tuple[Params, Params, Tensor]:
+        cfg = self.config
+        idx = [torch.as_tensor(self.data.train[k]) for k in cohort]
+        gens = [client_generator(cfg.seed, round_, int(k)) for k in cohort]
+        return train_pfedme_cohort(self.model, start, self.data.x, self.data.y, idx, generators=gens,
+                                   local_epochs=cfg.local_epochs, batch_size=cfg.batch_size, lr=cfg.lr,
+                                   personal_lr=cfg.pfedme_lr, lam=cfg.pfedme_lambda,
+                                   inner_steps=cfg.pfedme_steps)
+
     def _start_losses(self, cohort: np.ndarray) -> Tensor:
         """Each cohort client's mean training loss under the current global model (C,)."""
         losses = []
@@ -241,20 +302,37 @@ class Simulation:
         cfg, r = self.config, self.round
         cohort = self.sample_clients(r)
         C = len(cohort)
+        rows = torch.as_tensor(cohort)
         if cfg.method == "local":
-            start = {k: v[torch.as_tensor(cohort)] for k, v in self.client_params.items()}
+            start = {k: v[rows] for k, v in self.client_params.items()}
         else:
             start = stack_params(self.global_params, C)
+        if cfg.method == "fedper":  # the client's own head on top of the shared base
+            start.update({k: self.client_params[k][rows] for k in self.personal_keys})
         start_losses = self._start_losses(cohort) if cfg.method == "qffl" else None
-        rows = torch.as_tensor(cohort)
         correction = None
         if cfg.method == "scaffold":  # every local step uses g - c_i + c
             correction = {k: self.control[k].unsqueeze(0) - self.client_control[k][rows] for k in self.control}
-        trained, train_loss = self._train(start, cohort, r, correction)
+        if cfg.method == "pfedme":
+            trained, personal, train_loss = self._train_pfedme(start, cohort, r)
+            for k, v in personal.items():
+                self.client_params[k][rows] = v
+        else:
+            trained, train_loss = self._train(start, cohort, r, correction)
         n = torch.tensor([len(self.data.train[k]) for k in cohort], dtype=torch.float64)
         if cfg.method == "local":
             for k, v in trained.items():
                 self.client_params[k][rows] = v
+        elif cfg.method == "fedper":  # heads stay home; only the base is averaged
+            for k in self.personal_keys:
+                self.client_params[k][rows] = trained[k]
+            base = aggregators.fedavg(self.global_params, {k: v for k, v in trained.items()
+                                                           if k not in self.personal_keys}, n)
+            self.global_params = {**self.global_params, **base}
+        elif cfg.method == "pfedme":  # w <- (1 - beta) w + beta * mean(w_i)
+            avg = aggregators.fedavg(self.global_params, trained, n)
+            b = cfg.pfedme_beta
+            self.global_params = {k: (1 - b) * self.global_params[k] + b * avg[k] for k in avg}
         elif cfg.method == "qffl":
             self.global_params = aggregators.qffl(self.global_params, trained, start_losses, lr=cfg.lr, q=cfg.q)
         elif cfg.plain_server and cfg.method != "scaffold":  # FedAvg; FedProx changes only the client side
@@ -302,15 +380,21 @@ class Simulation:
             correct, _ = evaluate(self.model, self.global_params, d.x[self._test_idx], d.y[self._test_idx])
             hits = torch.bincount(self._test_owner, weights=correct.double(), minlength=d.num_clients)
         else:
-            hits = torch.tensor([evaluate(self.model, unstack_params(self.client_params, k),
-                                          d.x[t], d.y[t])[0].sum().item() for k, t in enumerate(d.test)],
-                                dtype=torch.float64)
+            hits = torch.tensor([evaluate(self.model, self.client_model(k), d.x[t], d.y[t])[0].sum().item()
+                                 for k, t in enumerate(d.test)], dtype=torch.float64)
         sizes = torch.tensor([len(t) for t in d.test], dtype=torch.float64)
         return (100.0 * hits / sizes).numpy()
 
+    def client_model(self, k: int) -> Params:
+        """The parameters client ``k`` evaluates with: its own model, or the global one plus its head."""
+        if self.client_params is None:
+            return self.global_params
+        own = unstack_params(self.client_params, k)
+        return {**self.global_params, **own} if self.config.method == "fedper" else own
+
     def global_accuracy(self) -> float | None:
-        """Accuracy (%) of the global model on the dataset's test split (None for Local-only)."""
-        if self.data.x_test is None or self.client_params is not None:
+        """Accuracy (%) of the global model on the dataset's test split (None for Local-only and FedPer)."""
+        if self.data.x_test is None or self.config.method in ("local", "fedper"):
             return None
         correct, _ = evaluate(self.model, self.global_params, self.data.x_test, self.data.y_test)
         return 100.0 * correct.double().mean().item()
