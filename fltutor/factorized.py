@@ -250,7 +250,7 @@ class FactorizedSimulation(Simulation):
         b = self.unseen_selection()
         hits = 0
         for i in range(0, len(self.data.y_test), 2000):
-            out = self.model(self.data.x_test[i:i + 2000], b)
+            out = functional_call(self.model, self.global_params, (self.data.x_test[i:i + 2000], b))
             hits += (out.argmax(1) == self.data.y_test[i:i + 2000]).sum().item()
         return 100.0 * hits / len(self.data.y_test)
 

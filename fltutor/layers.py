@@ -5,9 +5,10 @@ dictionary W_a (out x F), W_b (F x in) and the factor strengths r (F,); each cli
 chooses its factors with b_i (F,). Convolution kernels are reshaped to 2-D by merging
 (in_channels, kh, kw) into one input dimension (Appendix A).
 
-Forward passes never build W_i: they apply W_b, scale the F factor outputs by r * b_i,
-then apply W_a. For a batch of B inputs that costs B*F*(in + out) multiply-adds instead
-of F*in*out + B*in*out, and equals ``weight(b) @ x`` exactly (a test checks it). A model
+A linear layer never builds W_i: it applies W_b, scales the F factor outputs by r * b_i,
+then applies W_a, which for a batch of B inputs costs B*F*(in + out) multiply-adds instead
+of F*in*out + B*in*out. A convolution composes its kernel first, because the convolution
+itself repeats the kernel's work at every pixel. Tests check both against eq. 3. A model
 takes ``b`` as a dict {layer name: (F,)}, so ``torch.func.vmap`` can give every client
 of a cohort its own selection.
 """
@@ -71,11 +72,9 @@ class FactorizedConv2d(nn.Module):
         return ((self.w_a * (self.r * b)) @ self.w_b).view(-1, self.in_channels, k, k)
 
     def forward(self, x: Tensor, b: Tensor) -> Tensor:
-        k = self.kernel_size
-        filters = self.w_b.view(self.num_factors, self.in_channels, k, k)  # F factor kernels
-        h = F.conv2d(x, filters, padding=self.padding)                      # (B, F, H, W)
-        h = h * (self.r * b).view(1, -1, 1, 1)
-        return torch.einsum("of,bfhw->bohw", self.w_a, h) + self.bias.view(1, -1, 1, 1)  # (B, out, H, W)
+        # Here composing the kernel first is cheaper: F*out*in*k*k multiply-adds once, against
+        # a convolution that repeats in*k*k work at every output pixel of every image.
+        return F.conv2d(x, self.weight(b), self.bias, padding=self.padding)  # (B, out, H', W')
 
 
 def factorized_layers(model: nn.Module) -> dict[str, int]:

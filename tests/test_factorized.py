@@ -35,7 +35,8 @@ def test_factorized_conv_equals_conv_with_reshaped_kernel():
     lay = layers.FactorizedConv2d(3, 4, 3, 5, padding=1).to(DT)
     b = torch.tensor([1.0, 0.0, 1.0, 0.5, 0.0], dtype=DT)
     x = torch.randn(2, 3, 8, 8, dtype=DT)
-    want = F.conv2d(x, lay.weight(b), lay.bias, padding=1)  # Appendix A: (out, in*k*k) reshaped to 4-D
+    w2d = sum(b[k] * lay.r[k] * torch.outer(lay.w_a[:, k], lay.w_b[k]) for k in range(5))  # eq. 3, (out, in*k*k)
+    want = F.conv2d(x, w2d.view(4, 3, 3, 3), lay.bias, padding=1)  # Appendix A: reshaped to 4-D
     torch.testing.assert_close(lay(x, b), want, rtol=0, atol=1e-12)
 
 
@@ -198,6 +199,17 @@ def test_unseen_client_uses_the_prior_mean():
     net = sim.model
     want = [100 * (net(fed.x[t], {"fc1": b}).argmax(1) == fed.y[t]).double().mean().item() for t in fed.test]
     assert sim.local_accuracy().tolist() == pytest.approx(want, abs=1e-9)
+
+
+def test_global_accuracy_uses_the_trained_dictionary():
+    fed = _fed()
+    sim = FactorizedSimulation("mlp", fed, FedConfig(method="ibp", rounds=2, client_fraction=0.5, num_factors=6),
+                               progress=False)
+    sim.run()
+    net = copy.deepcopy(sim.model)
+    net.load_state_dict(sim.global_params)
+    out = net(fed.x_test, sim.unseen_selection())
+    assert sim.global_accuracy() == pytest.approx(100 * (out.argmax(1) == fed.y_test).double().mean().item())
 
 
 def test_factorized_resume_equals_uninterrupted(tmp_path):
