@@ -442,8 +442,9 @@ class Simulation:
         """Resume from a checkpoint made with the same config, model and data."""
         state = torch.load(path, weights_only=False)
         mine = dataclasses.asdict(self.config)
-        diff = {k: (state["config"].get(k), v) for k, v in mine.items()
-                if k not in ("rounds", "engine", "eval_every") and state["config"].get(k) != v}
+        defaults = dataclasses.asdict(FedConfig())  # a field added after the checkpoint was made had its default
+        saved = {k: state["config"].get(k, defaults[k]) for k in mine}
+        diff = {k: (saved[k], v) for k, v in mine.items() if k not in ("rounds", "engine", "eval_every") and saved[k] != v}
         if diff or state["model"] != self.model_name or state["data"] != self.data.fingerprint:
             what = ", ".join(f"{k}: {a!r} there vs {b!r} here" for k, (a, b) in diff.items()) or "model or data"
             raise ValueError(f"checkpoint {path} was made by a different run ({what}); "

@@ -64,6 +64,15 @@ def test_resume_equals_uninterrupted(tmp_path, method):
     assert saved["rounds_done"] == 4 and len(saved["history"]) == 4
 
 
+def test_resume_accepts_a_checkpoint_made_before_new_config_fields(tmp_path):
+    fed = _fed()
+    Simulation("mlp", fed, _cfg(), out_dir=tmp_path, checkpoint_every=1, progress=False).run(rounds=1)
+    state = torch.load(tmp_path / "checkpoint.pt", weights_only=False)
+    del state["config"]["pfedme_lambda"], state["config"]["alpha_ratio"]  # as written by an older fltutor
+    torch.save(state, tmp_path / "checkpoint.pt")
+    assert Simulation("mlp", fed, _cfg(), out_dir=tmp_path, progress=False).round == 1
+
+
 def test_resume_refuses_a_different_run(tmp_path):
     fed = _fed()
     Simulation("mlp", fed, _cfg(), out_dir=tmp_path, progress=False).run(rounds=1)
