@@ -118,14 +118,15 @@ def train_factorized_cohort(model: nn.Module, shared: Params, private: Params, x
     n_train = torch.tensor([len(i) for i in client_indices], dtype=x.dtype)  # (C,) |D_i|
 
     s_names, p_names = list(shared), list(private)
+    n_sh = len(s_names)
     params = [shared[k].detach().clone().requires_grad_(True) for k in s_names] + \
              [private[k].detach().clone().requires_grad_(True) for k in p_names]
     bufs = [torch.zeros_like(t) for t in params]  # momentum 0: only for sgd_step's signature
     fwd = vmap(lambda p, xb, b: functional_call(model, p, (xb, b)))
     ce_sum = torch.zeros(C)
     for s in range(steps):
-        sh = dict(zip(s_names, params[: len(s_names)]))
-        pr = dict(zip(p_names, params[len(s_names):]))
+        sh = dict(zip(s_names, params[:n_sh]))
+        pr = dict(zip(p_names, params[n_sh:]))
         u_b = dict(zip(layers, noise[:, s, :f_tot].split(widths, dim=1)))   # {layer: (C, F)}
         u_v = dict(zip(layers, noise[:, s, f_tot:].split(widths, dim=1)))
         if method == "ibp":
@@ -139,17 +140,15 @@ def train_factorized_cohort(model: nn.Module, shared: Params, private: Params, x
         reg = _regularizer(pr, u_v, method, alphas, l1_weight) / n_train    # (C,) KL / |D_i|
         grads = torch.autograd.grad((per_client + reg).sum(), params)
         with torch.no_grad():
-            n_sh = len(s_names)
             sgd_step(params[:n_sh], list(grads[:n_sh]), bufs[:n_sh], lr=lr, momentum=0.0, weight_decay=0.0,
                      active=active[:, s])
             sgd_step(params[n_sh:], list(grads[n_sh:]), bufs[n_sh:], lr=selection_lr or lr, momentum=0.0,
                      weight_decay=0.0, active=active[:, s])
             if method == "ibp":  # keep Kumaraswamy parameters in a range where sampling is exact
-                for k, t in zip(p_names, params[len(s_names):]):
+                for k, t in zip(p_names, params[n_sh:]):
                     if not k.endswith("pi_logit"):
                         t.clamp_(-6.0, 8.0)
             ce_sum += per_client.detach() * active[:, s]
-    n_sh = len(s_names)
     message = ClientMessage({k: t.detach() for k, t in zip(s_names, params[:n_sh])},
                             torch.tensor([len(i) for i in client_indices], dtype=torch.float64))
     return message, {k: t.detach() for k, t in zip(p_names, params[n_sh:])}, ce_sum / n_steps.to(ce_sum.dtype)
@@ -265,9 +264,7 @@ class FactorizedSimulation(Simulation):
     def _state(self) -> dict:
         return {**super()._state(), "private": self.private, "seen": self.seen}
 
-    def load_checkpoint(self, path) -> None:
-        super().load_checkpoint(path)
-        state = torch.load(path, weights_only=False)
+    def _restore(self, state: dict) -> None:
         self.private, self.seen = state["private"], state["seen"]
 
     def results(self) -> dict:

@@ -454,6 +454,10 @@ class Simulation:
         if "server" in state:
             self.server.load_state_dict(state["server"])
             self.control, self.client_control = state["control"], state["client_control"]
+        self._restore(state)
+
+    def _restore(self, state: dict) -> None:
+        """Hook for subclasses with more state in the checkpoint (called by load_checkpoint)."""
 
     def results(self) -> dict:
         """Everything worth keeping as JSON: config, final accuracies, history."""
