@@ -17,7 +17,7 @@ from torch.func import functional_call, vmap
 
 Params = dict[str, Tensor]
 
-__all__ = ["batch_schedule", "train_client", "train_cohort", "cohort_forward", "sgd_step",
+__all__ = ["batch_schedule", "train_client", "train_cohort", "cohort_forward", "sgd_step", "adam_step",
            "stack_params", "unstack_params", "get_params", "evaluate", "client_generator",
            "cohort_batches", "train_pfedme_cohort"]
 
@@ -86,6 +86,26 @@ def sgd_step(params: list[Tensor], grads: list[Tensor], bufs: list[Tensor], *, l
             buf.mul_(momentum).add_(g)
             g = buf
         p.sub_(g, alpha=lr)
+
+
+def adam_step(params: list[Tensor], grads: list[Tensor], moments: list[Tensor], second: list[Tensor],
+              steps: Tensor, *, lr: float, active: Tensor, betas: tuple[float, float] = (0.9, 0.999),
+              eps: float = 1e-8) -> None:
+    """In-place Adam for C clients stacked on dim 0, the update rule of ``torch.optim.Adam``.
+
+    m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;  p -= lr * m_hat / (sqrt(v_hat) + eps),
+    with m_hat = m / (1 - b1^t) and t counted per client. ``active`` (C,) bool: clients with
+    no step this time keep p, m, v and t, so each client's result is its own loop's.
+    """
+    b1, b2 = betas
+    steps.add_(active.to(steps.dtype))
+    for p, g, m, v in zip(params, grads, moments, second):
+        on = active.view(-1, *([1] * (p.dim() - 1)))
+        t = steps.view(-1, *([1] * (p.dim() - 1))).clamp(min=1)
+        m.copy_(torch.where(on, b1 * m + (1 - b1) * g, m))
+        v.copy_(torch.where(on, b2 * v + (1 - b2) * g * g, v))
+        step = lr * (m / (1 - b1 ** t)) / ((v / (1 - b2 ** t)).sqrt() + eps)
+        p.sub_(torch.where(on, step, torch.zeros_like(step)))
 
 
 def _check_hparams(local_epochs, batch_size, lr):

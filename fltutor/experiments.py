@@ -22,7 +22,8 @@ __all__ = ["WAFFLE_SETTINGS", "waffle_data", "run", "run_dir", "run_key"]
 _NOT_IN_KEY = ("engine", "eval_every", "method", "seed")
 _KEY_IF_SET = ("server_opt", "server_lr", "aggregation", "tau", "beta1", "beta2", "server_eps",
                "personal_layers", "pfedme_lambda", "pfedme_steps", "pfedme_lr", "pfedme_beta",
-               "num_factors", "alpha_ratio", "temperature", "l1_weight", "selection_lr")
+               "num_factors", "alpha_ratio", "temperature", "l1_weight", "selection_lr",
+               "kl_weight", "selection_optimizer")
 
 # WAFFLe section IV-A-2: model and SGD learning rate per dataset (the same for all methods).
 WAFFLE_SETTINGS = {

@@ -31,7 +31,7 @@ from torch import nn, Tensor
 from torch.func import functional_call, vmap
 
 from . import aggregators, ibp
-from .client import Params, client_generator, cohort_batches, sgd_step, stack_params
+from .client import Params, adam_step, client_generator, cohort_batches, sgd_step, stack_params
 from .layers import factorized_layers, make_factorized_model
 from .simulate import FedConfig, FederatedData, FACTORIZED_METHODS, Simulation
 
@@ -96,12 +96,14 @@ def train_factorized_cohort(model: nn.Module, shared: Params, private: Params, x
                             client_indices: Sequence[Tensor], *, local_epochs: int, batch_size: int,
                             lr: float, method: str, alpha_ratio: float, temperature: float,
                             l1_weight: float, generators: Sequence[torch.Generator],
-                            selection_lr: float | None = None) -> tuple[ClientMessage, Params, Tensor]:
+                            selection_lr: float | None = None, kl_weight: float = 1.0,
+                            selection_optimizer: str = "sgd") -> tuple[ClientMessage, Params, Tensor]:
     """CLIENTUPDATE (Alg. 2) for a cohort: plain SGD on -ELBO / |D_i| for every mini-batch.
 
     shared: {name: (C, ...)}; private: {"layer.suffix": (C, F)}. Returns the message for
     the server, the new private state (which stays with the clients) and each client's
-    mean cross-entropy (C,). Each client's noise comes from its own generator, after its
+    mean cross-entropy (C,). ``kl_weight`` scales the IBP KL (1: the ELBO; 0: the data term
+    alone, a diagnostic of what the prior holds back). Each client's noise comes from its own generator, after its
     batch schedule, so a client's result does not depend on who else is in the cohort.
     """
     if method not in FACTORIZED_METHODS:
@@ -121,7 +123,12 @@ def train_factorized_cohort(model: nn.Module, shared: Params, private: Params, x
     n_sh = len(s_names)
     params = [shared[k].detach().clone().requires_grad_(True) for k in s_names] + \
              [private[k].detach().clone().requires_grad_(True) for k in p_names]
+    if selection_optimizer not in ("sgd", "adam"):
+        raise ValueError(f"selection_optimizer must be 'sgd' or 'adam', got {selection_optimizer!r}")
     bufs = [torch.zeros_like(t) for t in params]  # momentum 0: only for sgd_step's signature
+    adam_m = [torch.zeros_like(t) for t in params[n_sh:]]
+    adam_v = [torch.zeros_like(t) for t in params[n_sh:]]
+    adam_t = torch.zeros(C)
     fwd = vmap(lambda p, xb, b: functional_call(model, p, (xb, b)))
     ce_sum = torch.zeros(C)
     for s in range(steps):
@@ -138,12 +145,18 @@ def train_factorized_cohort(model: nn.Module, shared: Params, private: Params, x
         ce = F.cross_entropy(logits.flatten(0, 1), yb.flatten(), reduction="none").view(C, batch_size)
         per_client = (ce * mask[:, s]).sum(1) / counts[:, s]               # (C,)
         reg = _regularizer(pr, u_v, method, alphas, l1_weight) / n_train    # (C,) KL / |D_i|
+        if method == "ibp":
+            reg = kl_weight * reg
         grads = torch.autograd.grad((per_client + reg).sum(), params)
         with torch.no_grad():
             sgd_step(params[:n_sh], list(grads[:n_sh]), bufs[:n_sh], lr=lr, momentum=0.0, weight_decay=0.0,
                      active=active[:, s])
-            sgd_step(params[n_sh:], list(grads[n_sh:]), bufs[n_sh:], lr=selection_lr or lr, momentum=0.0,
-                     weight_decay=0.0, active=active[:, s])
+            if selection_optimizer == "adam":
+                adam_step(params[n_sh:], list(grads[n_sh:]), adam_m, adam_v, adam_t, lr=selection_lr or lr,
+                          active=active[:, s])
+            else:
+                sgd_step(params[n_sh:], list(grads[n_sh:]), bufs[n_sh:], lr=selection_lr or lr, momentum=0.0,
+                         weight_decay=0.0, active=active[:, s])
             if method == "ibp":  # keep Kumaraswamy parameters in a range where sampling is exact
                 for k, t in zip(p_names, params[n_sh:]):
                     if not k.endswith("pi_logit"):
@@ -193,7 +206,8 @@ class FactorizedSimulation(Simulation):
             self.model, stack_params(self.global_params, len(cohort)), {k: v[rows] for k, v in self.private.items()},
             self.data.x, self.data.y, idx, local_epochs=cfg.local_epochs, batch_size=cfg.batch_size, lr=cfg.lr,
             method=cfg.method, alpha_ratio=cfg.alpha_ratio, temperature=cfg.temperature,
-            l1_weight=cfg.l1_weight, generators=gens, selection_lr=cfg.selection_lr)
+            l1_weight=cfg.l1_weight, generators=gens, selection_lr=cfg.selection_lr, kl_weight=cfg.kl_weight,
+            selection_optimizer=cfg.selection_optimizer)
         for k, v in private.items():  # private state stays on the clients
             self.private[k][rows] = v
         self.seen[rows] = True

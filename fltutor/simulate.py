@@ -71,6 +71,8 @@ class FedConfig:
     temperature: float = 2 / 3    # concrete relaxation of b (not given in the paper)
     l1_weight: float = 1.0        # method "l1": weight of the L1 penalty on the factor scores
     selection_lr: Optional[float] = None  # SGD rate of the private selection parameters; None: lr
+    kl_weight: float = 1.0        # method "ibp": weight of the IBP KL (1: the ELBO; 0: data term only)
+    selection_optimizer: str = "sgd"  # optimizer of the private selections: "sgd" or "adam"
 
     def __post_init__(self):
         if self.method not in METHODS + FACTORIZED_METHODS:
@@ -108,6 +110,10 @@ class FedConfig:
             raise ValueError(f"num_factors must be None (the paper's F) or an integer >= 1, got {self.num_factors!r}")
         if self.selection_lr is not None and not self.selection_lr > 0:
             raise ValueError(f"selection_lr must be None (use lr) or > 0, got {self.selection_lr}")
+        if self.selection_optimizer not in ("sgd", "adam"):
+            raise ValueError(f"selection_optimizer must be 'sgd' or 'adam', got {self.selection_optimizer!r}")
+        if not self.kl_weight >= 0:
+            raise ValueError(f"kl_weight must be >= 0 (1 is the ELBO of eq. 11), got {self.kl_weight}")
         if not (self.alpha_ratio > 0 and self.temperature > 0 and self.l1_weight >= 0):
             raise ValueError(f"need alpha_ratio > 0, temperature > 0 and l1_weight >= 0, got {self.alpha_ratio}, "
                              f"{self.temperature}, {self.l1_weight}; the paper's Table 9 uses alpha/F in 0.4..1")

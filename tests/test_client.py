@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from fltutor.client import (batch_schedule, client_generator, get_params, sgd_step, stack_params,
+from fltutor.client import (adam_step, batch_schedule, client_generator, get_params, sgd_step, stack_params,
                             train_client, train_cohort)
 from fltutor.models import make_model
 
@@ -65,6 +65,26 @@ def test_sgd_step_inactive_clients_do_not_move():
     torch.testing.assert_close(p[1], torch.ones(2))
     torch.testing.assert_close(buf[1], torch.full((2,), 0.5))
     torch.testing.assert_close(p[0], torch.full((2,), 1 - (0.45 + 1)))
+
+
+def test_adam_step_matches_torch_optim_per_client():
+    """Three clients stacked; client 1 skips steps 2 and 3. Each must follow its own torch Adam."""
+    torch.manual_seed(0)
+    start = torch.randn(3, 4)
+    refs = [start[c].clone().requires_grad_(True) for c in range(3)]
+    opts = [torch.optim.Adam([r], lr=0.05) for r in refs]
+    p, m, v, t = start.clone(), torch.zeros(3, 4), torch.zeros(3, 4), torch.zeros(3)
+    for s in range(5):
+        g = torch.randn(3, 4)
+        active = torch.tensor([True, s not in (2, 3), True])
+        for c in range(3):
+            if active[c]:
+                refs[c].grad = g[c].clone()
+                opts[c].step()
+        adam_step([p], [g], [m], [v], t, lr=0.05, active=active)
+    torch.testing.assert_close(t, torch.tensor([5.0, 3.0, 5.0]))
+    for c in range(3):
+        torch.testing.assert_close(p[c], refs[c].detach())
 
 
 def test_batch_schedule_is_a_permutation_per_epoch():

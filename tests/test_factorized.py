@@ -115,12 +115,12 @@ def _setup(method="ibp", clients=(0, 3, 5)):
     return fed, net, private, list(clients)
 
 
-@pytest.mark.parametrize("method", ["ibp", "l1"])
-def test_cohort_update_equals_each_client_alone(method):
+@pytest.mark.parametrize("method,opt", [("ibp", "sgd"), ("l1", "sgd"), ("ibp", "adam")])
+def test_cohort_update_equals_each_client_alone(method, opt):
     fed, net, private, cohort = _setup(method)
     shared = get_params(net)
     kw = dict(local_epochs=2, batch_size=10, lr=0.05, method=method, alpha_ratio=0.8, temperature=2 / 3,
-              l1_weight=0.5)
+              l1_weight=0.5, selection_optimizer=opt, selection_lr=0.1 if opt == "adam" else None)
     idx = [torch.as_tensor(fed.train[k]) for k in cohort]
     msg, priv, _ = train_factorized_cohort(net, stack_params(shared, 3), {k: v[cohort] for k, v in private.items()},
                                            fed.x, fed.y, idx, generators=[client_generator(0, 0, k) for k in cohort],
@@ -134,8 +134,9 @@ def test_cohort_update_equals_each_client_alone(method):
             torch.testing.assert_close(priv[n][c], p1[n][0], rtol=0, atol=1e-10)
 
 
-def test_first_step_gradient_is_the_elbo_of_eq11():
-    """One SGD step moves pi_logit by -lr * d(CE + KL/|D|)/d pi_logit, computed here by hand."""
+@pytest.mark.parametrize("kl_weight", [1.0, 0.0])
+def test_first_step_gradient_is_the_elbo_of_eq11(kl_weight):
+    """One SGD step moves pi_logit by -lr * d(CE + w KL/|D|)/d pi_logit, computed here by hand."""
     fed, net, private, _ = _setup("ibp", clients=(2,))
     k, lr, tau = 2, 0.05, 2 / 3
     idx = torch.as_tensor(fed.train[k])
@@ -143,7 +144,7 @@ def test_first_step_gradient_is_the_elbo_of_eq11():
     _, priv, _ = train_factorized_cohort(net, stack_params(get_params(net), 1), {n: v[[k]] for n, v in private.items()},
                                          fed.x, fed.y, [idx], local_epochs=1, batch_size=len(idx), lr=lr,
                                          method="ibp", alpha_ratio=0.8, temperature=tau, l1_weight=0.0,
-                                         generators=[client_generator(0, 0, k)])
+                                         generators=[client_generator(0, 0, k)], kl_weight=kl_weight)
     # replay the same randomness: the batch permutation, then uniforms for b and v
     perm = torch.randperm(len(idx), generator=g)
     u = torch.rand(1, 12, generator=g)[0].to(DT)
@@ -158,7 +159,7 @@ def test_first_step_gradient_is_the_elbo_of_eq11():
     q = torch.sigmoid(logit)
     kl = (q * torch.log(q / pi_prior) + (1 - q) * torch.log((1 - q) / (1 - pi_prior))).sum() \
         + ibp.kl_kumaraswamy_beta(c, d, 0.8 * 6).sum()
-    loss = F.cross_entropy(out, yb) + kl / len(idx)
+    loss = F.cross_entropy(out, yb) + kl_weight * kl / len(idx)
     grad, = torch.autograd.grad(loss, logit)
     torch.testing.assert_close(priv["fc1.pi_logit"][0], private["fc1.pi_logit"][k] - lr * grad, rtol=0, atol=1e-6)
 
@@ -285,6 +286,8 @@ def test_pfedme_cohort_equals_a_hand_loop():
 @pytest.mark.parametrize("kw,match", [
     (dict(method="ibp", selection_lr=-1.0), "selection_lr"),
     (dict(method="ibp", alpha_ratio=0.0), "alpha_ratio"),
+    (dict(method="ibp", kl_weight=-1.0), "kl_weight"),
+    (dict(method="ibp", selection_optimizer="rmsprop"), "selection_optimizer"),
     (dict(method="fedper", personal_layers=0), "personal_layers"),
     (dict(method="pfedme", pfedme_steps=0), "pFedMe"),
     (dict(method="ibp", server_opt="adam"), "plain averaging"),
