@@ -22,7 +22,7 @@ from . import data as fdata
 from . import partition
 from .simulate import FederatedData
 
-__all__ = ["SKEWS", "TRAIN_HUES", "TEST_HUES", "GMA_SETTINGS", "hue_to_rgb", "colorize", "gma_data", "run"]
+__all__ = ["SKEWS", "TRAIN_HUES", "TEST_HUES", "GMA_SETTINGS", "hue_to_rgb", "colorize", "gma_data", "last_rounds_mean", "run"]
 
 SKEWS = ("label", "iid", "quantity", "feature", "mixed")
 TRAIN_HUES = (0.0, 0.6)   # hue range of the training clients' palettes
@@ -104,7 +104,7 @@ def gma_data(dataset: str, skew: str, num_clients: int, *, seed: int, root=None,
 GMA_SETTINGS = {"local_epochs": 1, "momentum": 0.9, "lr": 0.05, "batch_size": 32, "tau": 0.4}
 
 
-def _last_rounds_mean(history: list[dict], rounds: int, last: int = 10) -> float | None:
+def last_rounds_mean(history: list[dict], rounds: int, last: int = 10) -> float | None:
     """The paper's metric: mean global test accuracy over the evaluations of the last ``last`` rounds."""
     accs = [h["global_acc"] for h in history if h.get("global_acc") is not None and h["round"] > rounds - last]
     return float(np.mean(accs)) if accs else None
@@ -133,13 +133,13 @@ def run(dataset: str, skew: str, num_clients: int, method: str, *, seed: int, ag
                                 f"{run_key(cfg, fed)}")
         done = finished_results(out, cfg.rounds)
         if done is not None:
-            done.setdefault("last10_global_acc", _last_rounds_mean(done["history"], cfg.rounds))
+            done.setdefault("last10_global_acc", last_rounds_mean(done["history"], cfg.rounds))
             return done
     sim = Simulation(model, fed, cfg, out_dir=out, progress=progress)
     sim.run()
     res = sim.results()
     res["best_global_acc"] = max(h["global_acc"] for h in sim.history if h.get("global_acc") is not None)
-    res["last10_global_acc"] = _last_rounds_mean(sim.history, cfg.rounds)
+    res["last10_global_acc"] = last_rounds_mean(sim.history, cfg.rounds)
     if out is not None:
         from .simulate import atomic_write_json
         atomic_write_json(out / "results.json", res)

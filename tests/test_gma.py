@@ -152,10 +152,10 @@ def test_gma_data_skews():
         gma_data("mnist", "covariate", 10, seed=0, train_set=tr, test_set=te)
 
 
-def test_last_rounds_mean_is_the_papers_metric_by_hand():
+def testlast_rounds_mean_is_the_papers_metric_by_hand():
     """Evaluations at rounds 185..200 every 5: only 195 and 200 lie in the last 10 rounds (191-200)."""
-    from fltutor.gma import _last_rounds_mean
+    from fltutor.gma import last_rounds_mean
     history = [{"round": r, "global_acc": float(r)} if r % 5 == 0 else {"round": r} for r in range(181, 201)]
-    assert _last_rounds_mean(history, 200) == pytest.approx((195 + 200) / 2)
-    assert _last_rounds_mean(history, 200, last=20) == pytest.approx((185 + 190 + 195 + 200) / 4)
-    assert _last_rounds_mean([{"round": 1}], 200) is None
+    assert last_rounds_mean(history, 200) == pytest.approx((195 + 200) / 2)
+    assert last_rounds_mean(history, 200, last=20) == pytest.approx((185 + 190 + 195 + 200) / 4)
+    assert last_rounds_mean([{"round": 1}], 200) is None
