@@ -86,13 +86,13 @@ def selection(private: Params, method: str, layers: Sequence[str]) -> dict[str, 
 
 
 def _regularizer(private: dict[str, Tensor], u_v: dict[str, Tensor], method: str,
-                 alphas: dict[str, float], l1_weight: float) -> Tensor:
-    """Per-client regularizer of one step, (C,): the IBP KL of eq. 11 or the L1 penalty."""
+                 alphas: dict[str, float], l1_weight: float, kl_weight: float) -> Tensor:
+    """Per-client regularizer of one step, (C,): kl_weight x the IBP KL of eq. 11, or the L1 penalty."""
     terms = []
     for l, alpha in alphas.items():
         if method == "ibp":
-            terms.append(ibp.ibp_kl(private[f"{l}.pi_logit"], private[f"{l}.log_c"].exp(),
-                                    private[f"{l}.log_d"].exp(), alpha, u_v[l]))
+            terms.append(kl_weight * ibp.ibp_kl(private[f"{l}.pi_logit"], private[f"{l}.log_c"].exp(),
+                                                private[f"{l}.log_d"].exp(), alpha, u_v[l]))
         else:
             terms.append(l1_weight * private[f"{l}.score"].abs().sum(-1))
     return torch.stack(terms).sum(0)
@@ -132,9 +132,9 @@ def train_factorized_cohort(model: nn.Module, shared: Params, private: Params, x
     if selection_optimizer not in ("sgd", "adam"):
         raise ValueError(f"selection_optimizer must be 'sgd' or 'adam', got {selection_optimizer!r}")
     bufs = [torch.zeros_like(t) for t in params]  # momentum 0: only for sgd_step's signature
-    adam_m = [torch.zeros_like(t) for t in params[n_sh:]]
-    adam_v = [torch.zeros_like(t) for t in params[n_sh:]]
-    adam_t = torch.zeros(C)
+    if selection_optimizer == "adam":  # the private parameters' moments, fresh every round
+        adam_m, adam_v = [torch.zeros_like(t) for t in params[n_sh:]], [torch.zeros_like(t) for t in params[n_sh:]]
+        adam_t = torch.zeros(C)
     fwd = vmap(lambda p, xb, b: functional_call(model, p, (xb, b)))
     ce_sum = torch.zeros(C)
     for s in range(steps):
@@ -150,9 +150,7 @@ def train_factorized_cohort(model: nn.Module, shared: Params, private: Params, x
         logits = fwd(sh, xb, b)                                             # (C, B, K)
         ce = F.cross_entropy(logits.flatten(0, 1), yb.flatten(), reduction="none").view(C, batch_size)
         per_client = (ce * mask[:, s]).sum(1) / counts[:, s]               # (C,)
-        reg = _regularizer(pr, u_v, method, alphas, l1_weight) / n_train    # (C,) KL / |D_i|
-        if method == "ibp":
-            reg = kl_weight * reg
+        reg = _regularizer(pr, u_v, method, alphas, l1_weight, kl_weight) / n_train   # (C,) KL / |D_i|
         grads = torch.autograd.grad((per_client + reg).sum(), params)
         with torch.no_grad():
             sgd_step(params[:n_sh], list(grads[:n_sh]), bufs[:n_sh], lr=lr, momentum=0.0, weight_decay=0.0,

@@ -133,14 +133,15 @@ def run(dataset: str, skew: str, num_clients: int, method: str, *, seed: int, ag
                                 f"{run_key(cfg, fed)}")
         done = finished_results(out, cfg.rounds)
         if done is not None:
-            done.setdefault("last10_global_acc", last_rounds_mean(done["history"], cfg.rounds))
-            return done
+            return _with_accuracy_summary(done, cfg.rounds)
     sim = Simulation(model, fed, cfg, out_dir=out, progress=progress)
     sim.run()
-    res = sim.results()
-    res["best_global_acc"] = max(h["global_acc"] for h in sim.history if h.get("global_acc") is not None)
-    res["last10_global_acc"] = last_rounds_mean(sim.history, cfg.rounds)
-    if out is not None:
-        from .simulate import atomic_write_json
-        atomic_write_json(out / "results.json", res)
+    return _with_accuracy_summary(sim.results(), cfg.rounds)
+
+
+def _with_accuracy_summary(res: dict, rounds: int) -> dict:
+    """Add best_global_acc and last10_global_acc, both read off the run's history."""
+    accs = [h["global_acc"] for h in res["history"] if h.get("global_acc") is not None]
+    res["best_global_acc"] = max(accs) if accs else None
+    res["last10_global_acc"] = last_rounds_mean(res["history"], rounds)
     return res

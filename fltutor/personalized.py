@@ -31,7 +31,6 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
-from tqdm.auto import tqdm
 
 from . import aggregators
 from . import data as fdata
@@ -39,7 +38,7 @@ from . import partition
 from .client import (Params, client_generator, cohort_batches, cohort_forward, evaluate, get_params,
                      stack_params, train_cohort)
 from .models import make_model
-from .simulate import FederatedData, _atomic_torch_save, atomic_write_json, finished_results
+from .simulate import FederatedData, _atomic_torch_save, atomic_write_json, finished_results, run_rounds
 
 __all__ = ["PERSONAL_METHODS", "DISTRIBUTIONS", "PersonalConfig", "agents_data", "PersonalizedRun",
            "train_apfl_cohort", "run"]
@@ -316,19 +315,8 @@ class PersonalizedRun:
 
     # ---- running, checkpoints --------------------------------------------------------
     def run(self, rounds: int | None = None) -> list[dict]:
-        target = self.config.rounds if rounds is None else rounds
-        if target > self.config.rounds:
-            raise ValueError(f"run: asked for {target} rounds but the config has rounds={self.config.rounds}")
-        bar = tqdm(total=target, initial=self.round, desc=self.config.method, unit="round",
-                   disable=not self.progress)
-        while self.round < target:
-            e = self.run_round()
-            bar.set_postfix(acc=f"{e['target_acc'][0]:.2f}")
-            bar.update(1)
-            if self.out_dir is not None and (self.round % self.checkpoint_every == 0 or self.round == target):
-                self.save_checkpoint()
-        bar.close()
-        return self.history
+        """Run until ``rounds`` (default: config.rounds) rounds are done; returns the history."""
+        return run_rounds(self, rounds, lambda e: {"acc": f"{e['target_acc'][0]:.2f}"})
 
     def save_checkpoint(self) -> None:
         if self.out_dir is None:

@@ -220,6 +220,30 @@ def _atomic_torch_save(path: Path, obj) -> None:
     os.replace(tmp, path)
 
 
+def run_rounds(runner, rounds: int | None, postfix) -> list[dict]:
+    """The round loop shared by ``Simulation`` and ``personalized.PersonalizedRun``.
+
+    ``runner`` has ``config.rounds``, ``round``, ``run_round()``, ``out_dir``,
+    ``checkpoint_every``, ``save_checkpoint()``, ``progress`` and ``history``. Runs until
+    ``rounds`` (default: config.rounds) are done, with a progress bar whose postfix is
+    ``postfix(entry)``, checkpointing every ``checkpoint_every`` rounds and at the end.
+    """
+    target = runner.config.rounds if rounds is None else rounds
+    if target > runner.config.rounds:
+        raise ValueError(f"run: asked for {target} rounds but the config has rounds={runner.config.rounds}; "
+                         "raise config.rounds")
+    bar = tqdm(total=target, initial=runner.round, desc=f"{runner.config.method}", disable=not runner.progress,
+               unit="round")
+    while runner.round < target:
+        entry = runner.run_round()
+        bar.set_postfix(postfix(entry))
+        bar.update(1)
+        if runner.out_dir is not None and (runner.round % runner.checkpoint_every == 0 or runner.round == target):
+            runner.save_checkpoint()
+    bar.close()
+    return runner.history
+
+
 class Simulation:
     """One federated run with its state: global model, per-client state, history.
 
@@ -413,21 +437,7 @@ class Simulation:
     # ---- running, checkpoints, results ---------------------------------------------
     def run(self, rounds: int | None = None) -> list[dict]:
         """Run until ``rounds`` (default: config.rounds) rounds are done; returns the history."""
-        target = self.config.rounds if rounds is None else rounds
-        if target > self.config.rounds:
-            raise ValueError(f"run: asked for {target} rounds but the config has rounds={self.config.rounds}; "
-                             "raise config.rounds")
-        bar = tqdm(total=target, initial=self.round, desc=f"{self.config.method}", disable=not self.progress,
-                   unit="round")
-        while self.round < target:
-            entry = self.run_round()
-            if "local_acc" in entry:
-                bar.set_postfix(local_acc=f"{entry['local_acc']:.2f}")
-            bar.update(1)
-            if self.out_dir is not None and (self.round % self.checkpoint_every == 0 or self.round == target):
-                self.save_checkpoint()
-        bar.close()
-        return self.history
+        return run_rounds(self, rounds, lambda e: {"local_acc": f"{e['local_acc']:.2f}"} if "local_acc" in e else {})
 
     def _state(self) -> dict:
         return {"config": dataclasses.asdict(self.config), "model": self.model_name,

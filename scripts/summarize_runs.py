@@ -16,12 +16,14 @@ from __future__ import annotations
 import argparse
 import json
 from collections import defaultdict
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 
 from fltutor.gma import last_rounds_mean
 from fltutor.metrics import fairness_summary
+from fltutor.simulate import FedConfig
 
 # settings worth naming when they differ from FedConfig's defaults
 _SHOWN = ("mu", "selection_optimizer", "selection_lr", "kl_weight", "l1_weight",
@@ -38,8 +40,6 @@ def _mean_std(vals: list[float]) -> str:
 
 
 def summarize(root: Path) -> list[str]:
-    from dataclasses import asdict
-    from fltutor.simulate import FedConfig
     defaults = asdict(FedConfig())
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for f in sorted(root.glob("*/results.json")):

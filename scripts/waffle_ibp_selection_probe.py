@@ -19,7 +19,7 @@ import torch
 from torch.func import functional_call
 
 from fltutor import experiments, ibp
-from fltutor.factorized import FactorizedSimulation
+from fltutor.factorized import FactorizedSimulation, layer_alphas
 from fltutor.simulate import FedConfig
 
 
@@ -41,7 +41,8 @@ def main() -> None:
     sim = FactorizedSimulation("mlp", fed, cfg, out_dir=experiments.run_dir(a.out_root, "mnist", "multimodal", cfg, fed),
                                progress=True)
     sim.run()  # reloads a finished run
-    prior = ibp.prior_mean_pi(cfg.alpha_ratio * 120, 120)
+    num_factors = sim.model.fc1.num_factors
+    prior = ibp.prior_mean_pi(layer_alphas(sim.model, cfg.alpha_ratio)["fc1"], num_factors)
     pi = torch.sigmoid(sim.private["fc1.pi_logit"])
     print(f"data: {fed.source}; after {sim.round} rounds, largest |q(b=1) - prior mean| over all clients: "
           f"{(pi - prior).abs().max().item():.3f}")
@@ -64,7 +65,7 @@ def main() -> None:
             perm = torch.randperm(len(yt), generator=gen)
             for i in range(0, len(yt), cfg.batch_size):
                 j = perm[i:i + cfg.batch_size]
-                b = ibp.relaxed_bernoulli_sample(logit, cfg.temperature, torch.rand(120, generator=gen))
+                b = ibp.relaxed_bernoulli_sample(logit, cfg.temperature, torch.rand(num_factors, generator=gen))
                 loss = torch.nn.functional.cross_entropy(
                     functional_call(sim.model, sim.global_params, (xt[j], {"fc1": b})), yt[j])
                 opt.zero_grad()
