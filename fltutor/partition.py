@@ -13,7 +13,7 @@ import numpy as np
 __all__ = [
     "iid", "shards", "multimodal", "dirichlet_label", "dirichlet_quantity",
     "label_distribution", "split_train_test", "class_counts", "client_groups",
-    "MULTIMODAL_PRESETS",
+    "MULTIMODAL_PRESETS", "DISTRIBUTIONS",
 ]
 
 # WAFFLe (Hao et al., 2022) section IV-A: majority group first, then minority.
@@ -24,6 +24,18 @@ MULTIMODAL_PRESETS: dict[str, list[tuple[tuple[int, ...], int]]] = {
     "fashionmnist": [((1, 2, 3, 4, 8), 90), ((0, 5, 6, 7, 9), 20)],
     # animals (90) vs vehicles {airplane, automobile, ship, truck} (20)
     "cifar10": [((2, 3, 4, 5, 6, 7), 90), ((0, 1, 8, 9), 20)],
+}
+
+
+# The weighted-averaging WAFFLE paper's distributions (Beaussart et al. 2021, sec. 3, Table 2):
+# agent 0's class proportions; agent i gets the list rotated by i. "*" adds concept shift: every
+# agent but the target relabels its samples with its own permutation of the classes.
+DISTRIBUTIONS = {
+    "A": [0.1] * 10,
+    "B": [0.25] * 4 + [0.0] * 6,
+    "C": [0.0, 0.0, 0.0, 0.1, 0.2, 0.4, 0.2, 0.1, 0.0, 0.0],
+    "A*": [0.1] * 10,
+    "B*": [0.25] * 4 + [0.0] * 6,
 }
 
 

@@ -25,6 +25,7 @@ from . import aggregators
 from .client import (Params, client_generator, evaluate, get_params, stack_params, train_client,
                      train_cohort, train_pfedme_cohort, unstack_params)
 from .models import make_model
+from .data import FederatedData, make_federated
 
 __all__ = ["FedConfig", "FederatedData", "make_federated", "Simulation", "METHODS", "FACTORIZED_METHODS",
            "atomic_write_json", "finished_results", "personal_keys"]
@@ -125,53 +126,6 @@ class FedConfig:
     def plain_server(self) -> bool:
         """True when the server step is FedAvg's plain weighted average."""
         return self.server_opt == "sgd" and self.server_lr == 1.0 and self.aggregation == "mean"
-
-
-@dataclass
-class FederatedData:
-    """A partitioned dataset: per-client train/test indices into (x, y), plus a global test set."""
-    x: Tensor                      # (n, ...) every client's samples live here
-    y: Tensor                      # (n,)
-    train: list[np.ndarray]        # client k's local training indices into x
-    test: list[np.ndarray]         # client k's local test indices into x
-    x_test: Tensor | None = None   # the dataset's own test split, for global accuracy
-    y_test: Tensor | None = None
-    groups: np.ndarray | None = None          # (N,) subpopulation id per client
-    group_names: tuple[str, ...] = ()
-    source: str = "unknown"                   # where x came from: "torchvision", "bundled", "standin"
-    fingerprint: str = field(default="", init=False)
-
-    def __post_init__(self):
-        if len(self.train) != len(self.test):
-            raise ValueError(f"FederatedData: {len(self.train)} train parts but {len(self.test)} test "
-                             "parts; build both with partition.split_train_test")
-        if self.groups is not None and len(self.groups) != len(self.train):
-            raise ValueError(f"FederatedData: groups has {len(self.groups)} entries for "
-                             f"{len(self.train)} clients; pass partition.client_groups(groups)")
-        empty = [k for k, t in enumerate(self.train) if len(t) == 0]
-        if empty:
-            raise ValueError(f"FederatedData: clients {empty[:5]} have no training data; "
-                             "use a partition that gives every client samples")
-        h = hashlib.sha256()
-        for part in list(self.train) + list(self.test):
-            h.update(np.asarray(part, dtype=np.int64).tobytes() + b"|")
-        self.fingerprint = h.hexdigest()[:16]
-
-    @property
-    def num_clients(self) -> int:
-        return len(self.train)
-
-
-def make_federated(train_set, parts: Sequence[np.ndarray], *, test_fraction: float, seed: int,
-                   test_set=None, groups=None, group_names=()) -> FederatedData:
-    """Split each client's part into local train/test and bundle it with the global test set."""
-    from .partition import split_train_test
-    tr, te = split_train_test(parts, test_fraction, seed=seed)
-    return FederatedData(train_set.x, train_set.y, tr, te,
-                         None if test_set is None else test_set.x,
-                         None if test_set is None else test_set.y,
-                         None if groups is None else np.asarray(groups), tuple(group_names),
-                         getattr(train_set, "source", "unknown"))
 
 
 def personal_keys(model: nn.Module, num_layers: int) -> list[str]:

@@ -1,0 +1,419 @@
+"""The client engine: local training of many clients as one batched model, on any device.
+
+Every local-training job of a round is a *row*: one client of one run. The engine stacks
+every parameter with a leading row dimension P (``(P, ...)``) and runs the model under
+``torch.func.vmap``, so one optimizer step advances all P rows. A single run has P = C
+(its cohort); a sweep of R runs has P = R x C, each row with its own hyper-parameters
+(learning rate, momentum, mu, ...) as (P,) tensors.
+
+The engine follows the per-client reference loop (``train_client``) step for step: the
+same mini-batches in the same order, the same SGD with momentum, and a row whose data are
+used up (a smaller client takes fewer steps) simply stops moving while the others finish.
+
+Methods plug in through hooks (see ``train``): a gradient correction (SCAFFOLD), a proximal
+weight (FedProx), private parameters with their own step rule and an extra loss
+(weight-factorization WAFFLe), extra model inputs, or a whole custom step (pFedMe, APFL),
+all run by one loop, ``local_steps``.
+
+Randomness (shuffling, noise) comes from CPU generators derived from (seed, round, client),
+so the numbers do not depend on the device, on which other rows share the batch, or on
+whether the run was resumed.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Mapping, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn, Tensor
+from torch.func import functional_call, vmap
+
+Params = dict[str, Tensor]
+
+__all__ = ["Params", "resolve_device", "client_generator", "batch_schedule", "Batches", "make_batches",
+           "get_params", "stack_params", "unstack_params", "forward", "row_loss", "train", "local_steps",
+           "sgd_update", "adam_update", "train_client", "evaluate", "row_losses", "client_accuracy",
+           "broadcast"]
+
+
+# ---- devices and randomness ------------------------------------------------------------
+def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
+    """``"auto"``: CUDA if available, then Apple MPS, then CPU; otherwise the named device."""
+    if device is None or device == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        mps = getattr(torch.backends, "mps", None)
+        if mps is not None and mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as err:
+        raise ValueError(f"device: {device!r} is not a device; use 'auto', 'cpu', 'cuda', 'cuda:0' or 'mps'") from err
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device: {device!r} was asked for, but this torch sees no CUDA GPU; use 'auto' or 'cpu'")
+    return dev
+
+
+def client_generator(seed: int, round_: int, client: int) -> torch.Generator:
+    """The CPU generator of one client's shuffling (and noise) in one round of one run.
+
+    Derived from (seed, round, client) instead of carried, so a resumed run equals an
+    uninterrupted one and a row's result does not depend on the other rows.
+    """
+    g = torch.Generator()
+    g.manual_seed((seed * 1_000_003 + round_) * 1_000_003 + client)
+    return g
+
+
+def batch_schedule(num_samples: int, local_epochs: int, batch_size: int,
+                   generator: torch.Generator) -> list[Tensor]:
+    """Positions of each local mini-batch: a fresh permutation per epoch, last batch may be short."""
+    if num_samples < 1:
+        raise ValueError("batch_schedule: a client with no training samples cannot train; "
+                         "drop it from the partition or give it data")
+    batches = []
+    for _ in range(local_epochs):
+        perm = torch.randperm(num_samples, generator=generator)
+        batches.extend(perm.split(batch_size))
+    return batches
+
+
+@dataclass
+class Batches:
+    """Every row's mini-batch schedule as padded tensors on the device.
+
+    idx (P, S, B): dataset indices (padding points at sample 0); weight (P, S, B): 1/|batch|
+    on real samples, 0 on padding, so a row's mean batch loss is (ce * weight).sum(-1);
+    active (P, S): whether row p takes step s; n_steps (P,): how many steps each row takes.
+    """
+    idx: Tensor
+    weight: Tensor
+    active: Tensor
+    n_steps: Tensor
+
+    @property
+    def steps(self) -> int:
+        return self.idx.shape[1]
+
+
+def make_batches(client_indices: Sequence[Tensor], local_epochs: Sequence[int] | int, batch_size: int,
+                 generators: Sequence[torch.Generator], *, device=None, dtype=torch.float32) -> Batches:
+    """Draw every row's schedule (as ``batch_schedule`` does, same generator calls) and pad it."""
+    P = len(client_indices)
+    if len(generators) != P:
+        raise ValueError(f"make_batches: {P} rows but {len(generators)} generators; pass one per row")
+    epochs = [local_epochs] * P if isinstance(local_epochs, int) else list(local_epochs)
+    per_epoch = [-(-len(i) // batch_size) for i in client_indices]          # batches per epoch
+    n_steps = torch.tensor([e * b for e, b in zip(epochs, per_epoch)])
+    S = int(n_steps.max())
+    gidx = torch.full((P, S, batch_size), -1, dtype=torch.long)             # (P, S, B), -1 = pad
+    for p, (idx, g) in enumerate(zip(client_indices, generators)):
+        idx = torch.as_tensor(idx, dtype=torch.long).cpu()
+        n, nb = len(idx), per_epoch[p]
+        if n < 1:
+            raise ValueError("make_batches: a client with no training samples cannot train; "
+                             "drop it from the partition or give it data")
+        pos = torch.full((epochs[p], nb * batch_size), -1, dtype=torch.long)  # (E, nb*B) padded per epoch
+        for e in range(epochs[p]):
+            pos[e, :n] = idx[torch.randperm(n, generator=g)]
+        gidx[p, : epochs[p] * nb] = pos.view(epochs[p] * nb, batch_size)
+    real = gidx >= 0
+    counts = real.sum(-1, keepdim=True).clamp(min=1)
+    weight = real.to(dtype) / counts.to(dtype)
+    return Batches(gidx.clamp(min=0).to(device), weight.to(device), real[:, :, 0].to(device), n_steps.to(device))
+
+
+# ---- parameters ------------------------------------------------------------------------
+def get_params(model: nn.Module) -> Params:
+    """A detached copy of the model's parameters, by name."""
+    return {k: v.detach().clone() for k, v in model.named_parameters()}
+
+
+def stack_params(params: Params, rows: int) -> Params:
+    """Copy one parameter set ``rows`` times: every tensor gets a leading dim (P, ...)."""
+    return {k: v.detach().unsqueeze(0).repeat(rows, *([1] * v.ndim)) for k, v in params.items()}
+
+
+def unstack_params(params: Params, row: int) -> Params:
+    """Row ``row`` of a stacked parameter set, as a copy."""
+    return {k: v[row].detach().clone() for k, v in params.items()}
+
+
+def broadcast(values: Tensor, like: Tensor) -> Tensor:
+    """(P,) per-row values shaped to multiply a stacked tensor (P, ...)."""
+    return values.view(-1, *([1] * (like.ndim - 1)))
+
+
+# ---- forward and loss ------------------------------------------------------------------
+def forward(model: nn.Module, params: Params, x: Tensor, *inputs) -> Tensor:
+    """Logits of P models on P batches: params (P, ...), x (P, B, ...) -> (P, B, K).
+
+    ``inputs`` are extra per-row model inputs (P, ...), e.g. weight-factorization WAFFLe's
+    factor selections b; the model is called as ``model(x, *inputs)``.
+    """
+    return vmap(lambda p, xb, *e: functional_call(model, p, (xb, *e)))(params, x, *inputs)
+
+
+def row_loss(logits: Tensor, y: Tensor, weight: Tensor) -> Tensor:
+    """Each row's mean cross-entropy over its real samples: logits (P, B, K), y, weight (P, B) -> (P,)."""
+    P, B = y.shape
+    ce = F.cross_entropy(logits.flatten(0, 1), y.flatten(), reduction="none").view(P, B)
+    return (ce * weight).sum(1)
+
+
+# ---- step rules --------------------------------------------------------------------------
+def sgd_update(p: Tensor, g: Tensor, buf: Tensor | None, lr: Tensor, momentum: Tensor | None,
+               weight_decay: Tensor | None) -> tuple[Tensor, Tensor | None]:
+    """``torch.optim.SGD``'s rule with per-row rates (P,): g += wd p; buf = m buf + g; p -= lr buf.
+
+    A zero-initialised buffer makes the first step buf = g, as torch does. Returns (p, buf).
+    """
+    if weight_decay is not None:
+        g = g + broadcast(weight_decay, p) * p
+    if buf is not None:
+        buf = broadcast(momentum, p) * buf + g
+        g = buf
+    return p - broadcast(lr, p) * g, buf
+
+
+def adam_update(p: Tensor, g: Tensor, m: Tensor, v: Tensor, t: Tensor, lr: Tensor,
+                betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8) -> tuple[Tensor, Tensor, Tensor]:
+    """``torch.optim.Adam``'s rule with per-row step counts t (P,) (already advanced) and rates lr (P,)."""
+    b1, b2 = betas
+    m = b1 * m + (1 - b1) * g
+    v = b2 * v + (1 - b2) * g * g
+    tt = broadcast(t, p).to(p.dtype)
+    step = broadcast(lr, p) * (m / (1 - b1 ** tt)) / ((v / (1 - b2 ** tt)).sqrt() + eps)
+    return p - step, m, v
+
+
+# ---- the one local-training loop -----------------------------------------------------------
+State = dict[str, Params]
+Step = Callable[[State, Tensor, Tensor, Tensor, int], tuple[State, Tensor]]
+
+
+def local_steps(state: State, x: Tensor, y: Tensor, batches: Batches, step: Step) -> tuple[State, Tensor]:
+    """Run every row's local steps: ``step(state, xb, yb, weight, s) -> (new_state, loss (P,))``.
+
+    ``state`` maps groups ("params", "buf", "private", ...) to stacked tensors (P, ...). A row
+    that takes no step at s keeps its whole state. Returns the final state and each row's
+    mean mini-batch loss (P,).
+    """
+    P = batches.idx.shape[0]
+    loss_sum = torch.zeros(P, dtype=x.dtype, device=x.device)
+    all_active = bool(batches.active.all())
+    for s in range(batches.steps):
+        pos = batches.idx[:, s]                                        # (P, B)
+        new, loss = step(state, x[pos], y[pos], batches.weight[:, s], s)
+        on = batches.active[:, s]                                      # (P,)
+        if not all_active:
+            new = {grp: {k: torch.where(broadcast(on, t), t, state[grp][k]) for k, t in tensors.items()}
+                   for grp, tensors in new.items()}
+        state = new
+        loss_sum = loss_sum + loss.detach() * on
+    return state, loss_sum / batches.n_steps.to(loss_sum.dtype)
+
+
+def train(model: nn.Module, params: Params, x: Tensor, y: Tensor, batches: Batches, *, lr: Tensor,
+          momentum: Tensor | None = None, weight_decay: Tensor | None = None, prox_mu: Tensor | None = None,
+          correction: Params | None = None, private: Params | None = None, private_lr: Tensor | None = None,
+          private_optimizer: str = "sgd", inputs: Callable | None = None, extra_loss: Callable | None = None,
+          project: Callable | None = None) -> tuple[Params, Params, Tensor]:
+    """Local SGD of P rows with the method hooks; returns (params, private, mean loss (P,)).
+
+    - ``lr``, ``momentum``, ``weight_decay``, ``prox_mu``: numbers or (P,) per-row values (None: off);
+    - ``prox_mu``: FedProx's gradient mu (w - w_start) (Li et al. 2020, eq. 2);
+    - ``correction``: a constant added to every gradient (SCAFFOLD's c - c_i);
+    - ``private``: per-row parameters that train beside ``params`` with their own rule
+      (``private_optimizer`` "sgd" or "adam", moments fresh each call, rate ``private_lr``);
+    - ``inputs(private, s)``: extra model inputs at step s; ``extra_loss(private, s)``: (P,)
+      added to the loss; ``project(private)``: applied after each step (e.g. clamping).
+    """
+    P = batches.idx.shape[0]
+    lr, momentum, weight_decay, prox_mu, private_lr = (_rows(v, P, x) for v in
+                                                       (lr, momentum, weight_decay, prox_mu, private_lr))
+    names, pnames = list(params), list(private or {})
+    use_mom = momentum is not None and bool((momentum != 0).any())
+    use_wd = weight_decay is not None and bool((weight_decay != 0).any())
+    use_prox = prox_mu is not None and bool((prox_mu != 0).any())
+    start = {k: v.detach() for k, v in params.items()}
+    state: State = {"params": dict(start)}
+    if use_mom:
+        state["buf"] = {k: torch.zeros_like(v) for k, v in start.items()}
+    if pnames:
+        state["private"] = {k: v.detach() for k, v in private.items()}
+        if private_optimizer == "adam":
+            state["adam_m"] = {k: torch.zeros_like(v) for k, v in private.items()}
+            state["adam_v"] = {k: torch.zeros_like(v) for k, v in private.items()}
+            state["adam_t"] = {"t": torch.zeros(batches.idx.shape[0], device=x.device)}
+        elif private_optimizer != "sgd":
+            raise ValueError(f"private_optimizer must be 'sgd' or 'adam', got {private_optimizer!r}")
+    priv_lr = lr if private_lr is None else private_lr
+
+    def step(st: State, xb: Tensor, yb: Tensor, w: Tensor, s: int) -> tuple[State, Tensor]:
+        p = {k: t.requires_grad_(True) for k, t in st["params"].items()}
+        q = {k: t.requires_grad_(True) for k, t in st.get("private", {}).items()}
+        extra = inputs(q, s) if inputs is not None else ()
+        loss = row_loss(forward(model, p, xb, *extra), yb, w)           # (P,)
+        total = loss + extra_loss(q, s) if extra_loss is not None else loss
+        # rows' parameters are disjoint, so d sum / d p[row] = d loss_row / d p[row]
+        grads = torch.autograd.grad(total.sum(), list(p.values()) + list(q.values()))
+        g_p, g_q = dict(zip(names, grads[: len(names)])), dict(zip(pnames, grads[len(names):]))
+        out: State = {"params": {}}
+        with torch.no_grad():
+            for k in names:
+                g = g_p[k]
+                if use_prox:
+                    g = g + broadcast(prox_mu, g) * (p[k] - start[k])
+                if correction is not None:
+                    g = g + correction[k]
+                buf = st["buf"][k] if use_mom else None
+                out["params"][k], nb = sgd_update(p[k].detach(), g, buf, lr, momentum if use_mom else None,
+                                                  weight_decay if use_wd else None)
+                if use_mom:
+                    out.setdefault("buf", {})[k] = nb
+            if pnames:
+                newq = {}
+                if private_optimizer == "adam":
+                    t = st["adam_t"]["t"] + 1
+                    out["adam_t"], out["adam_m"], out["adam_v"] = {"t": t}, {}, {}
+                    for k in pnames:
+                        newq[k], out["adam_m"][k], out["adam_v"][k] = adam_update(
+                            q[k].detach(), g_q[k], st["adam_m"][k], st["adam_v"][k], t, priv_lr)
+                else:
+                    for k in pnames:
+                        newq[k], _ = sgd_update(q[k].detach(), g_q[k], None, priv_lr, None, None)
+                out["private"] = project(newq) if project is not None else newq
+        return out, loss.detach()
+
+    state, mean_loss = local_steps(state, x, y, batches, step)
+    return state["params"], state.get("private", {}), mean_loss
+
+
+def _rows(value, P: int, like: Tensor) -> Tensor | None:
+    """A per-row setting as a (P,) tensor: floats are repeated, tensors checked."""
+    if value is None:
+        return None
+    t = torch.as_tensor(value, dtype=like.dtype, device=like.device)
+    if t.ndim == 0:
+        return t.repeat(P)
+    if t.shape != (P,):
+        raise ValueError(f"train: a per-row setting has shape {tuple(t.shape)}, expected ({P},) or a number")
+    return t
+
+
+# ---- the per-client reference loop -------------------------------------------------------
+def train_client(model: nn.Module, params: Params, x: Tensor, y: Tensor, *, local_epochs: int,
+                 batch_size: int, lr: float, momentum: float = 0.0, weight_decay: float = 0.0,
+                 prox_mu: float = 0.0, correction: Params | None = None,
+                 generator: torch.Generator) -> tuple[Params, float]:
+    """Reference: plain local SGD on one client, the way a tutorial writes it.
+
+    Starts from ``params``, optionally adds FedProx's (mu/2)||w - w_start||^2, and returns
+    the trained parameters and the mean mini-batch loss. ``correction`` is a constant added
+    to every gradient: SCAFFOLD passes c - c_i (Karimireddy et al. 2020, Alg. 1 line 10).
+    """
+    model.load_state_dict(params, strict=False)
+    start = {k: v.detach().clone() for k, v in params.items()}
+    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum, weight_decay=weight_decay)
+    losses = []
+    for pos in batch_schedule(len(y), local_epochs, batch_size, generator):
+        pos = pos.to(x.device)
+        loss = F.cross_entropy(model(x[pos]), y[pos])
+        losses.append(loss.item())
+        if prox_mu:
+            loss = loss + 0.5 * prox_mu * sum(((p - start[k]) ** 2).sum() for k, p in model.named_parameters())
+        opt.zero_grad()
+        loss.backward()
+        if correction is not None:
+            with torch.no_grad():
+                for k, p in model.named_parameters():
+                    p.grad.add_(correction[k])
+        opt.step()
+    return get_params(model), float(sum(losses) / len(losses))
+
+
+# ---- evaluation ----------------------------------------------------------------------------
+@torch.no_grad()
+def evaluate(model: nn.Module, params: Params | None, x: Tensor, y: Tensor, *inputs,
+             batch_size: int = 2000) -> tuple[Tensor, Tensor]:
+    """Per-sample correctness (n,) bool and loss (n,) of one model (``params`` or its own)."""
+    correct, losses = [], []
+    for i in range(0, len(y), batch_size):
+        xb = x[i:i + batch_size]
+        out = model(xb, *inputs) if params is None else functional_call(model, params, (xb, *inputs))
+        correct.append(out.argmax(1) == y[i:i + batch_size])
+        losses.append(F.cross_entropy(out, y[i:i + batch_size], reduction="none"))
+    if not correct:
+        return torch.zeros(0, dtype=torch.bool, device=x.device), torch.zeros(0, device=x.device)
+    return torch.cat(correct), torch.cat(losses)
+
+
+def _padded(parts: Sequence[Tensor], device) -> tuple[Tensor, Tensor]:
+    """Index lists -> (P, T) padded indices and (P, T) bool of real entries."""
+    t_max = max(1, max(len(p) for p in parts))
+    pos = torch.zeros(len(parts), t_max, dtype=torch.long)
+    real = torch.zeros(len(parts), t_max, dtype=torch.bool)
+    for c, p in enumerate(parts):
+        pos[c, : len(p)] = torch.as_tensor(p, dtype=torch.long).cpu()
+        real[c, : len(p)] = True
+    return pos.to(device), real.to(device)
+
+
+@torch.no_grad()
+def _per_row(model: nn.Module, params: Params, per_row_params: bool, x: Tensor, y: Tensor,
+             parts: Sequence[Tensor], inputs: Mapping | tuple, chunk_samples: int):
+    """Correct-count and loss-sum per row, with row r's model on x[parts[r]] (chunked vmap)."""
+    n = len(parts)
+    hits = torch.zeros(n, dtype=torch.float64, device=x.device)
+    loss = torch.zeros(n, dtype=torch.float64, device=x.device)
+    t_max = max(1, max(len(p) for p in parts))
+    rows = max(1, chunk_samples // t_max)
+    fn = vmap(lambda p, xb, *e: functional_call(model, p, (xb, *e)), in_dims=(0 if per_row_params else None, 0)
+              + (0,) * len(inputs))
+    for lo in range(0, n, rows):
+        hi = min(n, lo + rows)
+        pos, real = _padded(parts[lo:hi], x.device)
+        p = {k: v[lo:hi] for k, v in params.items()} if per_row_params else params
+        e = tuple(_slice(i, lo, hi) for i in inputs)
+        out = fn(p, x[pos], *e)                                                  # (c, T, K)
+        yy = y[pos]
+        ce = F.cross_entropy(out.flatten(0, 1), yy.flatten(), reduction="none").view(yy.shape)
+        hits[lo:hi] = ((out.argmax(-1) == yy) & real).sum(1).double()
+        loss[lo:hi] = (ce * real).sum(1).double()
+    return hits, loss
+
+
+def _slice(tree, lo, hi):
+    if isinstance(tree, Mapping):
+        return {k: v[lo:hi] for k, v in tree.items()}
+    return tree[lo:hi]
+
+
+def row_losses(model: nn.Module, params: Params, x: Tensor, y: Tensor, parts: Sequence[Tensor], *inputs,
+               chunk_samples: int = 20000) -> Tensor:
+    """Mean loss of row r's model (params (P, ...)) on x[parts[r]], (P,) float64 (q-FFL's F_k)."""
+    _, loss = _per_row(model, params, True, x, y, parts, inputs, chunk_samples)
+    sizes = torch.tensor([len(p) for p in parts], dtype=torch.float64, device=x.device)
+    return loss / sizes
+
+
+def client_accuracy(model: nn.Module, params: Params, x: Tensor, y: Tensor, parts: Sequence[Tensor], *inputs,
+                    per_client: bool, chunk_samples: int = 20000) -> Tensor:
+    """Accuracy (%) of each client's model on its own samples x[parts[k]], (N,) float64.
+
+    ``per_client``: params are stacked (N, ...), one model per client; else one shared model.
+    ``inputs``: extra per-client model inputs (N, ...), e.g. each client's factor selection.
+    """
+    sizes = torch.tensor([len(p) for p in parts], dtype=torch.float64, device=x.device)
+    if not per_client and not inputs:  # one model: a single pass over every client's samples
+        idx = torch.cat([torch.as_tensor(p, dtype=torch.long).cpu() for p in parts]).to(x.device)
+        owner = torch.repeat_interleave(torch.arange(len(parts), device=x.device),
+                                        torch.tensor([len(p) for p in parts], device=x.device))
+        correct, _ = evaluate(model, params, x[idx], y[idx], batch_size=chunk_samples)
+        hits = torch.bincount(owner, weights=correct.double(), minlength=len(parts))
+    else:
+        hits, _ = _per_row(model, params, per_client, x, y, parts, inputs, chunk_samples)
+    return 100.0 * hits / sizes.clamp(min=1)

@@ -1,0 +1,515 @@
+"""The one round loop: sample cohorts, train them as one batched job, aggregate, evaluate.
+
+``Federation`` runs one federated run, or a *sweep* of R runs that share a model and a
+dataset but differ in seed and in any scalar setting (learning rates, mu, q, tau, KL
+weight, ...). A sweep is trained as one batched job: every round, the cohorts of all R runs
+become the rows of one engine call (``fltutor.engine``), and each run's server step acts on
+its own slice. Each run's result equals running it alone.
+
+Every random choice is derived from (seed, round, client), so a run resumed from its
+checkpoint equals an uninterrupted one. The server's checkpoint (``server.pt``) and the
+clients' private state (``clients.pt``) are separate files.
+
+``run`` and ``sweep`` are cached table cells: a finished cell is reloaded from
+``out_root/cells/<name>-<key>/results.json``, where the key covers the method, every setting,
+the model, the data and the library's version and source, so a library change never reloads
+stale numbers.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+from torch import nn, Tensor
+from tqdm.auto import tqdm
+
+from . import __version__, methods
+from .data import FederatedData
+from .engine import Params, client_accuracy, client_generator, make_batches, resolve_device
+from .methods.base import Job, Method, Round, RunConfig
+
+__all__ = ["Federation", "run", "sweep", "grid", "split_settings", "cell_key", "atomic_write_json",
+           "atomic_torch_save", "finished_results", "last_rounds_mean", "best", "code_version"]
+
+# settings that may differ between the runs of one sweep besides floats (which always may)
+SWEEPABLE_INTS = ("seed", "local_epochs", "target", "personal_layers")
+# settings that never change a run's numbers
+NOT_IN_KEY = ("eval_every",)
+
+
+# ---- settings ---------------------------------------------------------------------------------
+def split_settings(method: str, settings: dict) -> tuple[type[Method], RunConfig, Any]:
+    """(method class, RunConfig, method parameters) from one flat dict of settings."""
+    cls, preset = methods.get(method)
+    run_fields = {f.name for f in dataclasses.fields(RunConfig)}
+    m_fields = {f.name for f in dataclasses.fields(cls.Params)} if cls.Params else set()
+    unknown = sorted(set(settings) - run_fields - m_fields)
+    if unknown:
+        raise ValueError(f"{method}: unknown setting(s) {unknown}; run settings are {sorted(run_fields)}, "
+                         f"{method}'s parameters are {sorted(m_fields) or 'none'}")
+    cfg = RunConfig(**{k: v for k, v in settings.items() if k in run_fields})
+    mp = cls.Params(**{**preset, **{k: v for k, v in settings.items() if k in m_fields}}) if cls.Params else None
+    return cls, cfg, mp
+
+
+def _flat(cfg: RunConfig, mp) -> dict:
+    return {**dataclasses.asdict(cfg), **(dataclasses.asdict(mp) if mp is not None else {})}
+
+
+def grid(**axes) -> list[dict]:
+    """Every combination of the given settings, e.g. ``grid(seed=[0, 1], lr=[0.01, 0.1])`` (4 runs)."""
+    out = [{}]
+    for name, values in axes.items():
+        out = [{**o, name: v} for o in out for v in values]
+    return out
+
+
+_CODE_VERSION = None
+
+
+def code_version() -> str:
+    """The package version plus a hash of its source, so edited code never reuses old cells."""
+    global _CODE_VERSION
+    if _CODE_VERSION is None:
+        h = hashlib.sha256()
+        for p in sorted(Path(__file__).parent.rglob("*.py")):
+            h.update(p.name.encode() + p.read_bytes())
+        _CODE_VERSION = f"{__version__}+{h.hexdigest()[:10]}"
+    return _CODE_VERSION
+
+
+def cell_key(method: str, settings: dict, model_name: str, data: FederatedData) -> str:
+    """12 hex digits naming everything that changes a run's numbers."""
+    s = {k: v for k, v in settings.items() if k not in NOT_IN_KEY}
+    blob = json.dumps({"method": method, "settings": s, "model": model_name, "data": data.fingerprint,
+                       "code": code_version()}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+# ---- files ---------------------------------------------------------------------------------------
+def _fsync_replace(tmp: str, path: Path) -> None:
+    os.replace(tmp, path)
+    try:
+        fd = os.open(path.parent, os.O_RDONLY)
+        os.fsync(fd)
+        os.close(fd)
+    except OSError:
+        pass
+
+
+def _json_safe(obj):
+    """Strict JSON: non-finite floats become None."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_safe(v) for v in obj]
+    return obj
+
+
+def atomic_write_json(path, obj) -> None:
+    """Write JSON so that readers see the old file or the new one, never half of one."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        json.dump(_json_safe(obj), f, indent=1, allow_nan=False)
+        f.flush()
+        os.fsync(f.fileno())
+    _fsync_replace(tmp, path)
+
+
+def atomic_torch_save(path, obj) -> None:
+    """torch.save through a temporary file in the same folder, fsync'ed, then renamed."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    with os.fdopen(fd, "wb") as f:
+        torch.save(obj, f)
+        f.flush()
+        os.fsync(f.fileno())
+    _fsync_replace(tmp, path)
+
+
+def finished_results(cell_dir, rounds: int) -> dict | None:
+    """The results.json of a cell folder that already finished ``rounds`` rounds, else None."""
+    if cell_dir is None:
+        return None
+    path = Path(cell_dir) / "results.json"
+    if not path.exists():
+        return None
+    done = json.loads(path.read_text())
+    return done if done.get("rounds_done") == rounds else None
+
+
+# ---- metrics read off a history ---------------------------------------------------------------------
+def last_rounds_mean(history: list[dict], rounds: int, last: int = 10, key: str = "global_acc") -> float | None:
+    """Mean of ``key`` over the evaluations of the last ``last`` rounds (GMA's Tables 7-9 metric)."""
+    vals = [h[key] for h in history if h.get(key) is not None and h["round"] > rounds - last]
+    return float(np.mean(vals)) if vals else None
+
+
+def best(history: list[dict], key: str = "global_acc") -> float | None:
+    """The best value of ``key`` at any evaluated round ("average best test performance")."""
+    vals = [h[key] for h in history if h.get(key) is not None]
+    return max(vals) if vals else None
+
+
+# ---- the round loop ------------------------------------------------------------------------------------
+class Federation:
+    """One federated run, or a sweep of runs trained as one batched job.
+
+    ``model``: a model name (``fltutor.models``) or a module; ``data``: one ``FederatedData``
+    or one per run (with the same number of clients); ``method``: a registered name (``methods.names()``);
+    ``runs``: per-run overrides of ``settings`` (None: a single run); ``settings``: run
+    settings (``RunConfig``) and the method's parameters. ``device``: "auto" (CUDA, MPS, CPU)
+    or a device; ``dtype``: the compute dtype (float64 for exact comparisons).
+    """
+
+    def __init__(self, model: nn.Module | str, data: FederatedData | Sequence[FederatedData],
+                 method: str = "fedavg", *, runs: Sequence[dict] | None = None, device="auto",
+                 dtype: torch.dtype = torch.float32, out_dir=None, checkpoint_every: int = 10,
+                 progress: bool = True, **settings):
+        runs = [{}] if runs is None else [dict(r) for r in runs]
+        if not runs:
+            raise ValueError("runs: a sweep needs at least one run; pass runs=None for a single run")
+        self.method_name = method
+        self.specs = [split_settings(method, {**settings, **r}) for r in runs]
+        cls = self.specs[0][0]
+        self.configs: list[RunConfig] = [c for _, c, _ in self.specs]
+        self.methods: list[Method] = [cls(mp, cfg) for _, cfg, mp in self.specs]
+        self.settings = [_flat(cfg, mp) for _, cfg, mp in self.specs]
+        self._check_sweep()
+        self.R = len(runs)
+        self.datas = list(data) if isinstance(data, (list, tuple)) else [data] * self.R
+        if len(self.datas) != self.R:
+            raise ValueError(f"data: {len(self.datas)} datasets for {self.R} runs; pass one, or one per run")
+        d0 = self.datas[0]
+        if any(d.num_clients != d0.num_clients for d in self.datas):
+            raise ValueError(f"data: the runs of a sweep must have the same number of clients, got "
+                             f"{sorted({d.num_clients for d in self.datas})}")
+        self.N = d0.num_clients
+        for m, cfg in zip(self.methods, self.configs):
+            if m.full_participation and cfg.client_fraction != 1:
+                raise ValueError(f"{method}: every client trains every round; set client_fraction=1, "
+                                 f"got {cfg.client_fraction}")
+        self.device, self.dtype = resolve_device(device), dtype
+        self.model_name = model if isinstance(model, str) else type(model).__name__
+        self._model_spec = model
+        nets = [m.build_model(model, cfg.seed) for m, cfg in zip(self.methods, self.configs)]
+        self.model = nets[0].to(self.device, dtype)
+        # the data move to the device once; runs whose x differ (e.g. FedCMNIST's colours per seed) are
+        # concatenated, and each run's indices are offset into its own block
+        xs, offsets, starts = [], {}, []
+        for d in self.datas:
+            if id(d.x) not in offsets:
+                offsets[id(d.x)] = sum(len(t) for t, _ in xs)
+                xs.append((d.x, d.y))
+            starts.append(offsets[id(d.x)])
+        self.x = torch.cat([t for t, _ in xs]).to(self.device, dtype) if len(xs) > 1 else xs[0][0].to(self.device, dtype)
+        self.y = torch.cat([t for _, t in xs]).to(self.device) if len(xs) > 1 else xs[0][1].to(self.device)
+        tests = {}
+        for d in self.datas:
+            if d.x_test is not None and id(d.x_test) not in tests:
+                tests[id(d.x_test)] = (d.x_test.to(self.device, dtype), d.y_test.to(self.device))
+        self.test_sets = [tests.get(id(d.x_test)) for d in self.datas]
+        self.train_parts = [[torch.as_tensor(t, dtype=torch.long).to(self.device) + o for t in d.train]
+                            for d, o in zip(self.datas, starts)]
+        self.test_parts = [[torch.as_tensor(t, dtype=torch.long).to(self.device) + o for t in d.test]
+                           for d, o in zip(self.datas, starts)]
+        inits = [{k: v.detach().to(self.device, dtype) for k, v in n.named_parameters()} for n in nets]
+        self.global_params: Params = {k: torch.stack([p[k] for p in inits]) for k in inits[0]}  # (R, ...)
+        self.server: list[dict] = [m.init_server(p, self.N) for m, p in zip(self.methods, inits)]
+        privs = [m.init_private(p, self.N) for m, p in zip(self.methods, inits)]
+        self.private: Params = {k: torch.stack([p[k] for p in privs]).to(self.device) for k in privs[0]}  # (R, N, ...)
+        self.seen = torch.zeros(self.R, self.N, dtype=torch.bool, device=self.device)
+        self.round = 0
+        self.histories: list[list[dict]] = [[] for _ in range(self.R)]
+        self.out_dir = None if out_dir is None else Path(out_dir)
+        self.checkpoint_every, self.progress = checkpoint_every, progress
+        self._hp_names = [k for k, v in self.settings[0].items()
+                          if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        if self.out_dir is not None and (self.out_dir / "server.pt").exists():
+            self.load_checkpoint()
+
+    @property
+    def config(self) -> RunConfig:
+        """The settings of the first run (every run of a sweep shares rounds and batch size)."""
+        return self.configs[0]
+
+    @property
+    def history(self) -> list[dict]:
+        """The first run's history (a single run's)."""
+        return self.histories[0]
+
+    def _check_sweep(self) -> None:
+        first = self.settings[0]
+        for s in self.settings[1:]:
+            for k, v in s.items():
+                v0 = first[k]
+                if v == v0:
+                    continue
+                if v is None or v0 is None:
+                    raise ValueError(f"sweep: {k} is None in one run and {v if v0 is None else v0!r} in another; "
+                                     "give every run a value")
+                if isinstance(v, float) or isinstance(v0, float) or k in SWEEPABLE_INTS:
+                    if isinstance(v, bool) or isinstance(v0, bool):
+                        raise ValueError(f"sweep: {k} differs between runs ({v0!r} vs {v!r}), but a sweep's runs "
+                                         "must share every non-numeric setting; run them separately")
+                    continue
+                raise ValueError(f"sweep: {k} differs between runs ({v0!r} vs {v!r}); a sweep's runs may differ "
+                                 f"only in floats and {SWEEPABLE_INTS}. Run separate sweeps for each {k}")
+
+    # ---- one round ------------------------------------------------------------------------
+    def sample_clients(self, run: int, round_: int) -> np.ndarray:
+        """The cohort of ``run`` in round ``round_`` (0-based): a fraction of clients, sorted."""
+        cfg = self.configs[run]
+        m = max(1, int(round(cfg.client_fraction * self.N)))
+        rng = np.random.default_rng([cfg.seed, round_])
+        return np.sort(rng.choice(self.N, size=m, replace=False))
+
+    def _hp(self, rows_per_run: Sequence[int]) -> dict[str, Tensor]:
+        reps = torch.tensor(rows_per_run)
+        return {k: torch.repeat_interleave(torch.tensor([float(s[k]) for s in self.settings], dtype=self.dtype),
+                                           reps).to(self.device) for k in self._hp_names}
+
+    def run_round(self) -> list[dict]:
+        """Advance every run by one round; returns each run's history entry."""
+        r = self.round
+        cohorts = [self.sample_clients(i, r) for i in range(self.R)]
+        sizes_c = [len(c) for c in cohorts]
+        offsets = np.concatenate([[0], np.cumsum(sizes_c)]).tolist()
+        runs_np = np.repeat(np.arange(self.R), sizes_c)
+        clients_np = np.concatenate(cohorts)
+        runs_t = torch.as_tensor(runs_np, device=self.device)
+        clients_t = torch.as_tensor(clients_np, device=self.device)
+        parts = [self.train_parts[i][k] for i, k in zip(runs_np, clients_np)]
+        gens = [client_generator(self.configs[i].seed, r, int(k)) for i, k in zip(runs_np, clients_np)]
+        batches = make_batches(parts, [self.configs[i].local_epochs for i in runs_np], self.config.batch_size,
+                               gens, device=self.device, dtype=self.dtype)
+        m0 = self.methods[0]
+        global_rows = {k: v[runs_t] for k, v in self.global_params.items()}          # (P, ...)
+        private_rows = {k: v[runs_t, clients_t] for k, v in self.private.items()}     # (P, ...)
+        server_rows = {k: torch.stack([self.server[i][k] for i in runs_np]) for k in self.server[0]
+                       if m0.sends and k.startswith(m0.sends)}  # (P, ...) what the server sends besides the model
+        sizes = torch.tensor([len(p) for p in parts], dtype=torch.float64, device=self.device)
+        job = Job(self.model, self.x, self.y, batches, m0.client_start(global_rows, private_rows), private_rows,
+                  server_rows, self._hp(sizes_c), clients_t, runs_t, sizes, parts, gens, r)
+        message, new_private, loss = m0.client_update(job)
+        for k, v in new_private.items():   # private state stays with the clients
+            self.private[k][runs_t, clients_t] = v.to(self.private[k].dtype)
+        self.seen[runs_t, clients_t] = True
+        entries = []
+        for i, m in enumerate(self.methods):
+            lo, hi = offsets[i], offsets[i + 1]
+            rnd = Round(cohorts[i], sizes[lo:hi], batches.n_steps[lo:hi], r, self.N)
+            g = {k: v[i] for k, v in self.global_params.items()}
+            new = m.aggregate(g, self.server[i], {k: v[lo:hi] for k, v in message.items()}, rnd)
+            for k in self.global_params:
+                self.global_params[k][i] = new[k]
+            entries.append({"round": r + 1, "clients": cohorts[i].tolist(),
+                            "train_loss": float(loss[lo:hi].mean())})
+        self.round = r + 1
+        cfg = self.config
+        for i, e in enumerate(entries):
+            if self.round % cfg.eval_every == 0 or self.round == cfg.rounds:
+                e.update(self.evaluate(i))
+            e.update(self.methods[i].round_log(self.server[i], self._private_of(i), self.seen[i]))
+            self.histories[i].append(e)
+        return entries
+
+    def _private_of(self, i: int) -> Params:
+        return {k: v[i] for k, v in self.private.items()}
+
+    # ---- evaluation -----------------------------------------------------------------------
+    def run_params(self, i: int = 0) -> Params:
+        """Run i's global model parameters (unstacked)."""
+        return {k: v[i] for k, v in self.global_params.items()}
+
+    def eval_model(self, i: int = 0):
+        """The model(s) run i's clients are scored with (``methods.base.EvalModel``)."""
+        return self.methods[i].eval_model(self.run_params(i), self.server[i], self._private_of(i), self.seen[i])
+
+    def local_accuracy(self, i: int = 0) -> np.ndarray:
+        """Accuracy (%) of every client of run i on its own local test set, (N,)."""
+        em = self.eval_model(i)
+        acc = client_accuracy(self.model, em.params, self.x, self.y, self.test_parts[i], *em.inputs,
+                              per_client=em.per_client)
+        return acc.cpu().numpy()
+
+    def global_accuracy(self, i: int = 0) -> float | None:
+        """Accuracy (%) on the dataset's test split of run i's global model (None if it has none)."""
+        gm = self.methods[i].global_model(self.run_params(i), self.server[i])
+        if gm is None or self.test_sets[i] is None:
+            return None
+        params, inputs = gm
+        x_test, y_test = self.test_sets[i]
+        acc = client_accuracy(self.model, params, x_test, y_test, [torch.arange(len(y_test), device=self.device)],
+                              *[{k: v.unsqueeze(0) for k, v in t.items()} if isinstance(t, dict) else t.unsqueeze(0)
+                                for t in inputs], per_client=False)
+        return float(acc[0])
+
+    def evaluate(self, i: int = 0) -> dict:
+        acc = self.local_accuracy(i)
+        return {"local_acc": float(acc.mean()), "local_acc_per_client": [round(float(a), 4) for a in acc],
+                "global_acc": self.global_accuracy(i)}
+
+    def branch(self, method: str | None = None, **overrides) -> "Federation":
+        """A new Federation that continues from this one's state with other settings.
+
+        Same model, data, device and round; ``overrides`` change the settings of every run
+        (a setting the new method does not have is dropped). The global models and histories
+        are copied; the server and private state too when the method stays the same, else the
+        new method starts its own. E.g. ``fed.branch("fedopt", aggregation="gma")`` continues a
+        FedAvg run with GMA's masked averaging.
+        """
+        method = method or self.method_name
+        same = method == self.method_name
+        cls, _ = methods.get(method)
+        allowed = {f.name for f in dataclasses.fields(RunConfig)} | (
+            {f.name for f in dataclasses.fields(cls.Params)} if cls.Params else set())
+        runs = [{k: v for k, v in {**s, **overrides}.items() if k in allowed} for s in self.settings]
+        new = Federation(self._model_spec, self.datas, method, runs=runs, device=self.device, dtype=self.dtype,
+                         progress=self.progress)
+        new.round, new.histories = self.round, [list(h) for h in self.histories]
+        new.global_params = {k: v.clone() for k, v in self.global_params.items()}
+        if same:
+            new.server = [{k: v.clone() if isinstance(v, Tensor) else v for k, v in s.items()} for s in self.server]
+            new.private = {k: v.clone() for k, v in self.private.items()}
+        new.seen = self.seen.clone()
+        return new
+
+    # ---- running, checkpoints, results -------------------------------------------------------
+    def run(self, rounds: int | None = None) -> list[list[dict]]:
+        """Run until ``rounds`` (default: the config's) are done; returns every run's history."""
+        target = self.config.rounds if rounds is None else rounds
+        if target > self.config.rounds:
+            raise ValueError(f"run: asked for {target} rounds but the settings have rounds={self.config.rounds}; "
+                             "raise rounds")
+        desc = self.method_name + (f" x{self.R}" if self.R > 1 else "")
+        bar = tqdm(total=target, initial=self.round, desc=desc, disable=not self.progress, unit="round")
+        while self.round < target:
+            entries = self.run_round()
+            accs = [e["local_acc"] for e in entries if e.get("local_acc") is not None]
+            if accs:
+                bar.set_postfix(local_acc=f"{np.mean(accs):.2f}")
+            bar.update(1)
+            if self.out_dir is not None and (self.round % self.checkpoint_every == 0 or self.round == target):
+                self.save_checkpoint()
+        bar.close()
+        return self.histories
+
+    def _identity(self) -> dict:
+        return {"method": self.method_name, "settings": self.settings, "model": self.model_name,
+                "data": [d.fingerprint for d in self.datas]}
+
+    def save_checkpoint(self) -> None:
+        """Atomically write server.pt (the server's state) and clients.pt (the clients' private state)."""
+        if self.out_dir is None:
+            raise ValueError("save_checkpoint: this Federation has no out_dir; pass out_dir=... to create it")
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        cpu = lambda t: {k: v.detach().cpu() for k, v in t.items()}  # noqa: E731
+        atomic_torch_save(self.out_dir / "clients.pt", {"identity": self._identity(), "round": self.round,
+                                                        "private": cpu(self.private), "seen": self.seen.cpu()})
+        atomic_torch_save(self.out_dir / "server.pt", {
+            "identity": self._identity(), "round": self.round, "global_params": cpu(self.global_params),
+            "server": [{k: v.cpu() if isinstance(v, Tensor) else v for k, v in s.items()} for s in self.server],
+            "histories": self.histories})
+        for i, res in enumerate(self.results()):
+            atomic_write_json(self.out_dir / (f"results-{i}.json" if self.R > 1 else "results.json"), res)
+
+    def load_checkpoint(self) -> None:
+        """Resume from out_dir's server.pt and clients.pt, made by the same runs."""
+        paths = [self.out_dir / "server.pt", self.out_dir / "clients.pt"]
+        srv, cli = (torch.load(p, weights_only=False, map_location="cpu") for p in paths)
+        mine = json.loads(json.dumps(self._identity(), default=str))
+        for p, st in zip(paths, (srv, cli)):
+            theirs = json.loads(json.dumps(st["identity"], default=str))
+            for s in theirs["settings"] + mine["settings"]:
+                s.pop("rounds", None)
+            if theirs != mine:
+                raise ValueError(f"checkpoint {p} was made by a different run; use a fresh out_dir or delete "
+                                 "server.pt and clients.pt to start over")
+        if srv["round"] != cli["round"]:
+            raise ValueError(f"checkpoint: server.pt is at round {srv['round']} but clients.pt at {cli['round']}; "
+                             f"delete both in {self.out_dir} to start over")
+        self.round, self.histories = srv["round"], srv["histories"]
+        dev = lambda t: {k: v.to(self.device) for k, v in t.items()}  # noqa: E731
+        self.global_params = dev(srv["global_params"])
+        self.server = [{k: v.to(self.device) if isinstance(v, Tensor) else v for k, v in s.items()}
+                       for s in srv["server"]]
+        self.private, self.seen = dev(cli["private"]), cli["seen"].to(self.device)
+
+    def results(self) -> list[dict]:
+        """Each run's results: settings, final accuracies, best and last-10 metrics, history."""
+        out = []
+        for i, hist in enumerate(self.histories):
+            last = next((h for h in reversed(hist) if "local_acc" in h), {})
+            d = self.datas[i]
+            out.append({
+                "method": self.method_name, "settings": self.settings[i], "model": self.model_name,
+                "data_fingerprint": d.fingerprint, "code_version": code_version(), "rounds_done": self.round,
+                "groups": None if d.groups is None else d.groups.tolist(), "group_names": list(d.group_names),
+                "final": {k: last.get(k) for k in ("local_acc", "global_acc", "local_acc_per_client")},
+                "best_global_acc": best(hist), "last10_global_acc": last_rounds_mean(hist, self.config.rounds),
+                "best_local_acc": best(hist, "local_acc"),
+                "history": hist})
+        return out
+
+
+# ---- cached table cells -----------------------------------------------------------------------------
+def _cell_dir(out_root, method, settings, model_name, data, label) -> Path:
+    name = f"{label}-" if label else ""
+    return Path(out_root) / "cells" / f"{name}{method}-seed{settings['seed']}-{cell_key(method, settings, model_name, data)}"
+
+
+def sweep(model, data, method: str, runs: Sequence[dict], *, out_root=None, label: str = "", device="auto",
+          dtype=torch.float32, progress: bool = True, **settings) -> list[dict]:
+    """Run, resume or reload R table cells as one batched sweep; returns each run's results.
+
+    A cell that finished earlier (same settings, model, data and code) is reloaded; the others
+    train together. ``data`` is one FederatedData or one per run; ``label`` prefixes folder names.
+    """
+    runs = [dict(r) for r in runs]
+    datas = list(data) if isinstance(data, (list, tuple)) else [data] * len(runs)
+    model_name = model if isinstance(model, str) else type(model).__name__
+    flats = []
+    for r in runs:
+        _, cfg, mp = split_settings(method, {**settings, **r})
+        flats.append(_flat(cfg, mp))
+    results: list[dict | None] = [None] * len(runs)
+    dirs = [None] * len(runs)
+    if out_root is not None:
+        for i, (f, d) in enumerate(zip(flats, datas)):
+            dirs[i] = _cell_dir(out_root, method, f, model_name, d, label)
+            results[i] = finished_results(dirs[i], f["rounds"])
+    todo = [i for i, r in enumerate(results) if r is None]
+    if todo:
+        out_dir = None
+        if out_root is not None:
+            out_dir = dirs[todo[0]] if len(todo) == 1 else Path(out_root) / "sweeps" / hashlib.sha256(
+                "|".join(str(dirs[i]) for i in todo).encode()).hexdigest()[:12]
+        fed = Federation(model, [datas[i] for i in todo], method, runs=[runs[i] for i in todo], device=device,
+                         dtype=dtype, out_dir=out_dir, progress=progress, **settings)
+        fed.run()
+        for i, res in zip(todo, fed.results()):
+            results[i] = res
+            if out_root is not None and len(todo) > 1:
+                atomic_write_json(dirs[i] / "results.json", res)
+    return results
+
+
+def run(model, data, method: str, *, out_root=None, label: str = "", device="auto", dtype=torch.float32,
+        progress: bool = True, **settings) -> dict:
+    """Run, resume or reload one table cell; returns its results (see ``Federation.results``)."""
+    return sweep(model, data, method, [{}], out_root=out_root, label=label, device=device, dtype=dtype,
+                 progress=progress, **settings)[0]

@@ -1,0 +1,69 @@
+"""APFL (Deng et al. 2020, Alg. 1): a global model, a local model and an adaptive mix per client.
+
+Each step on one mini-batch: w <- w - lr grad f(w); with the mix m = a v + (1 - a) w,
+v <- v - lr df(m)/dv and a <- a - lr df(m)/da, clipped to [0, 1]. The server averages the
+clients' w by sample count; a client scores with its mix a v + (1 - a) w_global.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .. import aggregators
+from ..engine import broadcast, forward, local_steps, row_loss
+from .base import EvalModel, Job, Method
+
+
+@dataclass
+class APFLParams:
+    apfl_alpha: float = 0.25      # initial mixing weight a
+
+    def __post_init__(self):
+        if not 0 <= self.apfl_alpha <= 1:
+            raise ValueError(f"apfl_alpha: {self.apfl_alpha!r} is outside [0, 1]; Deng et al. start at 0.25")
+
+
+class APFL(Method):
+    """APFL: each client mixes the global model with its own local model, adaptively."""
+    name = "apfl"
+    Params = APFLParams
+
+    def init_private(self, global_params, num_clients):
+        out = {f"v.{k}": v.unsqueeze(0).repeat(num_clients, *([1] * v.ndim)) for k, v in global_params.items()}
+        dtype = next(iter(global_params.values())).dtype
+        out["alpha"] = torch.full((num_clients,), self.params.apfl_alpha, dtype=dtype)
+        return out
+
+    def client_update(self, job: Job):
+        lr = job.hp["lr"]
+        names = list(job.start)
+
+        def step(st, xb, yb, wt, s):
+            pw = {k: t.detach().requires_grad_(True) for k, t in st["w"].items()}
+            pv = {k: t.detach().requires_grad_(True) for k, t in st["v"].items()}
+            a = st["a"]["alpha"].detach().requires_grad_(True)
+            loss = row_loss(forward(job.model, pw, xb), yb, wt)                                # (P,)
+            gw = torch.autograd.grad(loss.sum(), [pw[k] for k in names])
+            mixed = {k: broadcast(a, pv[k]) * pv[k] + (1 - broadcast(a, pv[k])) * pw[k].detach() for k in names}
+            grads = torch.autograd.grad(row_loss(forward(job.model, mixed, xb), yb, wt).sum(),
+                                        [pv[k] for k in names] + [a])
+            with torch.no_grad():
+                w_new = {k: pw[k] - broadcast(lr, g) * g for k, g in zip(names, gw)}
+                v_new = {k: pv[k] - broadcast(lr, g) * g for k, g in zip(names, grads[:-1])}
+                a_new = (a - lr * grads[-1]).clamp(0, 1)
+            return {"w": w_new, "v": v_new, "a": {"alpha": a_new}}, loss.detach()
+
+        st = {"w": {k: v.detach() for k, v in job.start.items()},
+              "v": {k: job.private[f"v.{k}"] for k in names}, "a": {"alpha": job.private["alpha"]}}
+        st, loss = local_steps(st, job.x, job.y, job.batches, step)
+        return st["w"], {**{f"v.{k}": v for k, v in st["v"].items()}, "alpha": st["a"]["alpha"]}, loss
+
+    def eval_model(self, global_params, server, private, seen):
+        a = private["alpha"]
+        return EvalModel({k: broadcast(a, private[f"v.{k}"]) * private[f"v.{k}"]
+                          + (1 - broadcast(a, private[f"v.{k}"])) * v.unsqueeze(0)
+                          for k, v in global_params.items()}, per_client=True)
+
+    def round_log(self, server, private, seen):
+        return {"apfl_alpha": [round(float(t), 4) for t in private["alpha"]]}

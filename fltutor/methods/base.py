@@ -1,0 +1,158 @@
+"""What every federated method has: the hooks the round loop calls, with FedAvg's defaults.
+
+A method says only what differs from FedAvg (the style of Flower's strategies and fedjax's
+algorithms):
+
+- ``build_model``: the network its clients train (weight-factorization WAFFLe builds the
+  factorized twin of the named model);
+- ``init_server`` / ``init_private``: its server state for one run, and every client's
+  private state (N, ...), which never reaches the server's files;
+- ``client_start``: what a client trains from (default: the global model);
+- ``client_update``: the local training of a ``Job`` (rows of every run in a sweep), through
+  ``fltutor.engine.train`` and its hooks; returns the message for the server, the new private
+  state and each row's mean loss;
+- ``aggregate``: the server step of one run, through the pure functions of
+  ``fltutor.aggregators``;
+- ``eval_model`` / ``global_model``: which model each client is scored with, and which model
+  is scored on the dataset's test split;
+- ``round_log``: anything worth keeping in the history (weights, factor counts, ...).
+
+``client_update`` sees many runs at once. It must read every number that can differ between
+runs (rates, mu, ...) from ``job.hp`` ((P,) tensors), never from ``self.params``; the
+server-side hooks run once per run and read ``self.params`` and ``self.config``.
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+from torch import nn, Tensor
+
+from .. import aggregators
+from ..engine import Batches, Params, train
+from ..models import make_model
+
+__all__ = ["RunConfig", "Job", "Round", "EvalModel", "Method"]
+
+
+@dataclass
+class RunConfig:
+    """The settings every method shares (the package's fixed vocabulary)."""
+    rounds: int = 100             # T
+    client_fraction: float = 0.1  # C, the fraction of clients sampled per round
+    local_epochs: int = 5         # E
+    batch_size: int = 10          # B
+    lr: float = 0.04              # client learning rate
+    momentum: float = 0.0
+    weight_decay: float = 0.0
+    seed: int = 0
+    eval_every: int = 1
+
+
+@dataclass
+class Job:
+    """One round's local training: P rows, each one client of one run, stacked on dim 0."""
+    model: nn.Module
+    x: Tensor                     # (n, ...) the whole dataset, on the device
+    y: Tensor                     # (n,)
+    batches: Batches              # every row's mini-batches
+    start: Params                 # (P, ...) what each row trains from (client_start)
+    private: Params               # (P, ...) each row's private state
+    server: Params                # (P, ...) the server tensors the method sends (``sends``)
+    hp: dict[str, Tensor]         # (P,) every numeric setting of the row's run
+    clients: Tensor               # (P,) client index of each row
+    runs: Tensor                  # (P,) run index of each row
+    sizes: Tensor                 # (P,) float64 training samples of each row's client
+    train_parts: list[Tensor]     # each row's training indices into x
+    generators: list[torch.Generator]  # each row's generator, after its batches were drawn
+    round: int                    # 0-based
+
+    def train(self, params: Params | None = None, **hooks) -> tuple[Params, Params, Tensor]:
+        """``engine.train`` on this job with the run settings' SGD (lr, momentum, weight decay)."""
+        return train(self.model, self.start if params is None else params, self.x, self.y, self.batches,
+                     lr=self.hp["lr"], momentum=self.hp["momentum"], weight_decay=self.hp["weight_decay"],
+                     **hooks)
+
+
+@dataclass
+class Round:
+    """What the server knows about one run's round when it aggregates."""
+    clients: np.ndarray           # (C,) the cohort
+    sizes: Tensor                 # (C,) float64 their training sample counts
+    n_steps: Tensor               # (C,) local steps each took
+    round: int                    # 0-based
+    num_clients: int              # N
+
+
+@dataclass
+class EvalModel:
+    """The model(s) clients are scored with: shared (params unstacked) or one per client (N, ...)."""
+    params: Params
+    per_client: bool = False
+    inputs: tuple = ()            # extra per-client model inputs (N, ...), e.g. factor selections
+
+
+class Method:
+    """FedAvg (McMahan et al. 2017): every hook at its default. Subclasses override what differs."""
+    name = "fedavg"
+    Params: type = None           # the method's parameters dataclass
+    sends: tuple[str, ...] = ()   # prefixes of the server-state tensors a client receives besides the model
+    full_participation = False    # True: every client must train every round (client_fraction = 1)
+
+    def __init__(self, params: Any, config: RunConfig):
+        self.params, self.config = params, config
+
+    # ---- model and state ----------------------------------------------------------------
+    def build_model(self, model: nn.Module | str, seed: int) -> nn.Module:
+        """The network of this run: ``models.make_model(name, seed=seed)`` or a copy of the module."""
+        return make_model(model, seed=seed) if isinstance(model, str) else copy.deepcopy(model)
+
+    def init_server(self, global_params: Params, num_clients: int) -> dict:
+        """Server state of one run beyond the global model (optimizer moments, control variates)."""
+        return {}
+
+    def init_private(self, global_params: Params, num_clients: int) -> Params:
+        """Every client's private state, {name: (N, ...)}; it stays with the clients."""
+        return {}
+
+    # ---- client side (rows of every run) ---------------------------------------------------
+    def client_start(self, global_rows: Params, private_rows: Params) -> Params:
+        """The parameters each row trains from, (P, ...): by default the global model."""
+        return global_rows
+
+    def client_update(self, job: Job) -> tuple[Params, Params, Tensor]:
+        """Local training; returns (message (P, ...), new private state (P, ...), loss (P,))."""
+        trained, _, loss = job.train()
+        return trained, {}, loss
+
+    # ---- server side (one run) -------------------------------------------------------------
+    def aggregate(self, global_params: Params, server: dict, message: Params, rnd: Round) -> Params:
+        """The new global model from the cohort's messages (C, ...): the sample-weighted mean."""
+        return aggregators.fedavg(global_params, message, rnd.sizes)
+
+    # ---- evaluation --------------------------------------------------------------------------
+    def eval_model(self, global_params: Params, server: dict, private: Params, seen: Tensor) -> EvalModel:
+        """The model each client is scored with on its local test set (default: the global one)."""
+        return EvalModel(global_params)
+
+    def global_model(self, global_params: Params, server: dict) -> tuple[Params, tuple] | None:
+        """(params, inputs) scored on the dataset's test split, or None if the method has none."""
+        return global_params, ()
+
+    def round_log(self, server: dict, private: Params, seen: Tensor) -> dict:
+        """Extra history fields after a round (JSON-able)."""
+        return {}
+
+    # ---- helpers ------------------------------------------------------------------------------
+    @classmethod
+    def describe(cls) -> str:
+        """The first line of the method's docstring."""
+        return (cls.__doc__ or cls.__name__).strip().splitlines()[0]
+
+
+def split_rows(tree: Params, offsets: Sequence[int], r: int) -> Params:
+    """Run r's rows of a stacked tree, given the cohort offsets of every run."""
+    return {k: v[offsets[r]: offsets[r + 1]] for k, v in tree.items()}

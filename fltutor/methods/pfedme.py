@@ -1,0 +1,71 @@
+"""pFedMe (Dinh et al. 2020, Alg. 1): personalized models through Moreau envelopes.
+
+For each mini-batch a client's personal model theta takes ``pfedme_steps`` gradient steps on
+f(theta; batch) + lam/2 ||theta - w||^2 (theta carries over between batches, as in the
+authors' code), then its local copy of the global model moves w <- w - lr lam (w - theta).
+The server mixes w <- (1 - beta) w + beta mean(w_i). A client scores with its own theta
+(the global model until it has trained once).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .. import aggregators
+from ..engine import broadcast, forward, local_steps, row_loss
+from .base import EvalModel, Job, Method
+
+
+@dataclass
+class PFedMeParams:
+    pfedme_lambda: float = 15.0   # Moreau-envelope weight lam
+    pfedme_steps: int = 5         # K inner steps on theta per mini-batch
+    pfedme_lr: float = 0.1        # personal learning rate of the inner problem
+    pfedme_beta: float = 1.0      # server mixing
+
+    def __post_init__(self):
+        if isinstance(self.pfedme_steps, bool) or not isinstance(self.pfedme_steps, int) or self.pfedme_steps < 1:
+            raise ValueError(f"pfedme_steps: {self.pfedme_steps!r} is not an integer >= 1 (Dinh et al. use 5)")
+        if not (self.pfedme_lambda > 0 and self.pfedme_lr > 0 and 0 < self.pfedme_beta <= 2):
+            raise ValueError(f"pFedMe needs pfedme_lambda > 0, pfedme_lr > 0 and 0 < pfedme_beta <= 2; got "
+                             f"{self.pfedme_lambda}, {self.pfedme_lr}, {self.pfedme_beta} (Dinh et al.: 15, 0.1, 1)")
+
+
+class PFedMe(Method):
+    """pFedMe: a personal model per client, tied to the global one by a proximal term."""
+    name = "pfedme"
+    Params = PFedMeParams
+
+    def init_private(self, global_params, num_clients):
+        return {f"theta.{k}": v.unsqueeze(0).repeat(num_clients, *([1] * v.ndim)) for k, v in global_params.items()}
+
+    def client_update(self, job: Job):
+        lam, plr, lr = job.hp["pfedme_lambda"], job.hp["pfedme_lr"], job.hp["lr"]
+        K = self.params.pfedme_steps
+
+        def step(st, xb, yb, w, s):
+            wl, theta = st["w"], st["theta"]
+            for _ in range(K):
+                th = {k: t.detach().requires_grad_(True) for k, t in theta.items()}
+                loss = row_loss(forward(job.model, th, xb), yb, w)                       # (P,)
+                grads = torch.autograd.grad(loss.sum(), list(th.values()))
+                with torch.no_grad():
+                    theta = {k: th[k] - broadcast(plr, g) * (g + broadcast(lam, g) * (th[k] - wl[k]))
+                             for k, g in zip(th, grads)}
+            with torch.no_grad():
+                wl = {k: wl[k] - broadcast(lr * lam, wl[k]) * (wl[k] - theta[k]) for k in wl}
+            return {"w": wl, "theta": theta}, loss.detach()
+
+        start = {k: v.detach() for k, v in job.start.items()}
+        st, loss = local_steps({"w": start, "theta": dict(start)}, job.x, job.y, job.batches, step)
+        return st["w"], {f"theta.{k}": v for k, v in st["theta"].items()}, loss
+
+    def aggregate(self, global_params, server, message, rnd):
+        avg = aggregators.fedavg(global_params, message, rnd.sizes)
+        b = self.params.pfedme_beta
+        return {k: (1 - b) * global_params[k] + b * avg[k] for k in avg}
+
+    def eval_model(self, global_params, server, private, seen):
+        return EvalModel({k: torch.where(seen.view(-1, *([1] * v.ndim)), private[f"theta.{k}"], v.unsqueeze(0))
+                          for k, v in global_params.items()}, per_client=True)

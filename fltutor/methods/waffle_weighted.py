@@ -1,0 +1,60 @@
+"""Weighted-averaging WAFFLE (Beaussart et al. 2021, Alg. 2): SCAFFOLD with agent weights.
+
+Not the weight-factorization WAFFLe of ``waffle_ibp``. Every agent trains the target's
+model with SCAFFOLD's corrected gradients; the server combines both the model updates and
+the control-variate updates with the distance-based weights of ``aggregators.waffle_weights``
+(Alg. 1), averaged over the current and the last two rounds (Alg. 1 line 10). As the rounds
+pass, the weights concentrate on the target and training turns local.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .. import aggregators
+from .base import Round
+from .scaffold import Scaffold
+
+
+@dataclass
+class WaffleWeightedParams:
+    target: int = 0               # the agent the model is for ("Alice")
+    delta_omega: float = 3.2      # the schedule's steepness, WAFFLE's single hyper-parameter
+    server_lr: float = 1.0        # eta_g
+
+    def __post_init__(self):
+        if isinstance(self.target, bool) or not isinstance(self.target, int) or self.target < 0:
+            raise ValueError(f"target: {self.target!r} is not an agent index >= 0")
+
+
+class WaffleWeighted(Scaffold):
+    """Weighted-averaging WAFFLE: SCAFFOLD whose updates are weighted by distance to the target."""
+    name = "waffle_weighted"
+    Params = WaffleWeightedParams
+    full_participation = True
+
+    def init_server(self, global_params, num_clients):
+        if self.params.target >= num_clients:
+            raise ValueError(f"target: {self.params.target} is not an agent of this data (it has {num_clients})")
+        dev = next(iter(global_params.values())).device
+        return {**super().init_server(global_params, num_clients),
+                "alpha_hist": torch.full((2, num_clients), float("nan"), dtype=torch.float64, device=dev)}
+
+    def aggregate(self, global_params, server, message, rnd: Round):
+        updates = {k: message[k] - global_params[k].unsqueeze(0) for k in global_params}   # (N, ...)
+        a0 = aggregators.waffle_weights(updates, self.params.target, rnd.round + 1, self.config.rounds,
+                                        delta_omega=self.params.delta_omega).to(server["alpha_hist"].device)
+        known = [h for h in server["alpha_hist"] if not torch.isnan(h).any()]
+        w = torch.stack(known + [a0]).mean(0)                                               # (N,)
+        server["alpha_hist"] = torch.stack([server["alpha_hist"][1], a0])
+        server["weights"] = w
+        step = aggregators.weighted_mean(updates, w)
+        dc = aggregators.weighted_mean({k: message[f"dc.{k}"] for k in global_params}, w)
+        for k in global_params:
+            server[f"c.{k}"] = server[f"c.{k}"] + dc[k]
+        return {k: global_params[k] + self.params.server_lr * step[k] for k in global_params}
+
+    def round_log(self, server, private, seen):
+        return {"weights": [round(float(w), 5) for w in server["weights"]]} if "weights" in server else {}
+

@@ -1,0 +1,188 @@
+"""The three papers' federated datasets and settings, built from ``data`` and ``partition``.
+
+- Weight-factorization WAFFLe (Hao et al., IEEE Access 2022, sec. IV-A): ``waffle_ibp_data``
+  (unimodal / multimodal splits) and ``WAFFLE_IBP_SETTINGS`` (model and lr per dataset).
+- GMA (Tenison et al., TMLR 2023, Table 1): ``gma_data`` (label, iid, quantity skew and
+  FedCMNIST feature and mixed skew), ``GMA_SETTINGS`` and ``gma_model``.
+- Weighted-averaging WAFFLE (Beaussart et al. 2021, sec. 3): ``waffle_weighted_data``, ten
+  agents with the rotated distributions A, B, C, A*, B* of ``partition.DISTRIBUTIONS``, and
+  Weight Erosion's penalties ``WE_PENALTY_MNIST``.
+
+GMA's FedCMNIST: every training client colours its digits with its own label -> colour map
+(the spurious feature); a sample follows the map with probability ``spurious`` and otherwise
+gets a random colour of the same palette. The test clients use colours from a part of the
+hue circle that no training client uses, with their own maps; ``mixed`` adds the 2-class
+label skew. Global test accuracy is measured on the dataset's test split (coloured like the
+test clients for FedCMNIST).
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from . import data as fdata
+from . import partition
+from .data import FederatedData, make_federated
+
+__all__ = ["WAFFLE_IBP_SETTINGS", "waffle_ibp_data", "SKEWS", "TRAIN_HUES", "TEST_HUES", "GMA_SETTINGS",
+           "hue_to_rgb", "colorize", "gma_data", "gma_model", "waffle_weighted_data", "WE_PENALTY_MNIST"]
+
+# WAFFLe section IV-A-2: model and SGD learning rate per dataset (the same for all methods).
+WAFFLE_IBP_SETTINGS = {
+    "mnist": {"model": "mlp", "lr": 0.04},
+    "fashionmnist": {"model": "cnn_fashion", "lr": 0.02},
+    "cifar10": {"model": "cnn_cifar", "lr": 0.02},
+}
+
+
+def waffle_ibp_data(dataset: str, mode: str, *, seed: int, groups=None, shards_per_client: int = 2,
+                test_fraction: float = 0.2, root=None, download: bool = False, train_set=None,
+                test_set=None) -> FederatedData:
+    """WAFFLe's federated split of ``dataset``: mode 'unimodal' or 'multimodal'.
+
+    ``groups`` defaults to the paper's preset (e.g. MNIST odd 100 / even 20 clients). The
+    unimodal split uses the same total number of clients, so the two modes differ only in
+    how classes are grouped. The paper does not give the local test fraction; we use 0.2.
+    """
+    if mode not in ("unimodal", "multimodal"):
+        raise ValueError(f"mode must be 'unimodal' or 'multimodal', got {mode!r}")
+    key = fdata._canonical(dataset)
+    groups = partition.MULTIMODAL_PRESETS[key] if groups is None else [(tuple(c), int(n)) for c, n in groups]
+    train = fdata.load(key, train=True, root=root, download=download) if train_set is None else train_set
+    test = fdata.load(key, train=False, root=root, download=download) if test_set is None else test_set
+    num_clients = sum(n for _, n in groups)
+    if mode == "multimodal":
+        parts = partition.multimodal(train.y, groups, shards_per_client, seed=seed)
+        gid, names = partition.client_groups(groups), ("majority", "minority")
+    else:
+        parts = partition.shards(train.y, num_clients, shards_per_client, seed=seed)
+        gid, names = None, ()
+    return make_federated(train, parts, test_fraction=test_fraction, seed=seed, test_set=test,
+                          groups=gid, group_names=names)
+
+
+SKEWS = ("label", "iid", "quantity", "feature", "mixed")
+TRAIN_HUES = (0.0, 0.6)   # hue range of the training clients' palettes
+TEST_HUES = (0.67, 0.95)  # unseen by any training client
+
+
+def hue_to_rgb(h: Tensor) -> Tensor:
+    """Fully saturated colors for hues in [0, 1): (n,) -> (n, 3) in [0, 1]."""
+    h = torch.as_tensor(h, dtype=torch.float32).unsqueeze(-1) * 6
+    k = torch.tensor([3.0, 2.0, 4.0])  # red peaks at hue 0, green at 1/3, blue at 2/3
+    r = (h - k).abs()
+    return torch.stack([(r[..., 0] - 1), (2 - r[..., 1]), (2 - r[..., 2])], -1).clamp(0, 1)
+
+
+def colorize(x: Tensor, hues: Tensor, *, dataset: str = "mnist") -> Tensor:
+    """Gray normalized images (n, 1, H, W) -> colored (n, 3, H, W), normalized to mean 0, std ~1."""
+    spec = fdata.DATASETS[fdata._canonical(dataset)]
+    if x.ndim != 4 or x.shape[1] != 1:
+        raise ValueError(f"colorize: expected gray images (n, 1, H, W), got {tuple(x.shape)}")
+    if len(hues) != len(x):
+        raise ValueError(f"colorize: {len(x)} images but {len(hues)} hues; pass one hue per image")
+    ink = (x * spec.std[0] + spec.mean[0]).clamp(0, 1)            # (n, 1, H, W) in [0, 1]
+    rgb = hue_to_rgb(hues).view(-1, 3, 1, 1)                     # (n, 3, 1, 1)
+    return ((ink * rgb) - 0.1) / 0.25
+
+
+def _palette_hues(rng, lo, hi, labels, spurious, num_classes=10):
+    """One client's hues: its own label -> hue map, followed with probability ``spurious``."""
+    palette = np.linspace(lo, hi, num_classes, endpoint=False)
+    mapping = rng.permutation(palette)                            # label c -> mapping[c]
+    follow = rng.random(len(labels)) < spurious
+    random_hue = rng.choice(palette, size=len(labels))
+    return np.where(follow, mapping[labels], random_hue)
+
+
+def gma_data(dataset: str, skew: str, num_clients: int, *, seed: int, root=None, download: bool = False,
+             train_set=None, test_set=None, spurious: float = 0.9, num_test_clients: int = 10,
+             beta: float = 0.5, test_fraction: float = 0.1) -> FederatedData:
+    """One of GMA's federated splits; see the module docstring for ``skew``."""
+    if skew not in SKEWS:
+        raise ValueError(f"skew {skew!r} is unknown; choose one of {SKEWS}")
+    if not 0 <= spurious <= 1:
+        raise ValueError(f"spurious must be a probability in [0, 1], got {spurious}")
+    train_set = fdata.load(dataset, train=True, root=root, download=download) if train_set is None else train_set
+    test_set = fdata.load(dataset, train=False, root=root, download=download) if test_set is None else test_set
+    y = train_set.y.numpy()
+    if skew in ("label", "mixed"):
+        parts = partition.shards(y, num_clients, 2, seed=seed)
+    elif skew == "quantity":
+        parts = partition.dirichlet_quantity(len(y), num_clients, beta, seed=seed)
+        big = int(np.argmax([len(p) for p in parts]))
+        for k, p in enumerate(parts):  # a local train/test split needs 2 samples: lend from the largest
+            if len(p) < 2:
+                parts[k], parts[big] = np.concatenate([p, parts[big][:2 - len(p)]]), parts[big][2 - len(p):]
+    else:
+        parts = partition.iid(y, num_clients, seed=seed)
+    x, x_test = train_set.x, test_set.x
+    if skew in ("feature", "mixed"):
+        if x.shape[1] != 1:
+            raise ValueError(f"FedCMNIST colors gray images; {dataset} has {x.shape[1]} channels")
+        rng = np.random.default_rng([seed, 2024])
+        hues = np.zeros(len(y))
+        for part in parts:
+            hues[part] = _palette_hues(rng, *TRAIN_HUES, y[part], spurious)
+        x = colorize(x, torch.as_tensor(hues), dataset=dataset)
+        yt = test_set.y.numpy()
+        test_hues = np.zeros(len(yt))
+        for part in partition.iid(yt, num_test_clients, seed=seed + 1):
+            test_hues[part] = _palette_hues(rng, *TEST_HUES, yt[part], spurious)
+        x_test = colorize(x_test, torch.as_tensor(test_hues), dataset=dataset)
+    tr, te = partition.split_train_test(parts, test_fraction, seed=seed)
+    return FederatedData(x, train_set.y, tr, te, x_test, test_set.y,
+                         source=getattr(train_set, "source", "unknown"))
+
+
+# The GMA paper's client settings (sec. 5.1, Table 1): LeNet, SGD with momentum 0.9, one local
+# epoch, 10 clients per round. It tunes the learning rates per algorithm and does not print the
+# winners, nor the batch size or number of rounds; these are ours.
+GMA_SETTINGS = {"local_epochs": 1, "momentum": 0.9, "lr": 0.05, "batch_size": 32, "tau": 0.4}
+
+def gma_model(dataset: str, fed: FederatedData) -> str:
+    """GMA's LeNet for the data: colour input for FedCMNIST, CIFAR-10's own size for CIFAR-10."""
+    if fdata._canonical(dataset) == "cifar10":
+        return "lenet5_cifar"
+    return "lenet5_rgb" if fed.x.shape[1] == 3 else "lenet5"
+
+
+# Table 3 of Beaussart et al. 2021: Weight Erosion's distance penalty p_d on MNIST, per distribution.
+WE_PENALTY_MNIST = {"A": 0.006, "B": 0.0067, "C": 0.006, "A*": 0.0088, "B*": 0.0088}
+
+
+def waffle_weighted_data(dataset: str, distribution: str, *, seed: int, num_agents: int = 10, root=None,
+                download: bool = False, train_set=None, test_set=None,
+                max_train_per_agent: int | None = None) -> FederatedData:
+    """Ten agents' data for distribution A, B, C, A* or B* (Beaussart et al. 2021, sec. 3).
+
+    Both the training split and the dataset's test split are shared out with the same
+    rotated class proportions (``partition.label_distribution``), so each agent's local test
+    set follows its own distribution. Under concept shift every agent except agent 0 relabels
+    its train and test samples with its own random permutation of the classes.
+    ``max_train_per_agent`` keeps a random subset of each agent's training samples.
+    """
+    if distribution not in partition.DISTRIBUTIONS:
+        raise ValueError(f"distribution {distribution!r} is unknown; choose one of {list(partition.DISTRIBUTIONS)}")
+    train_set = fdata.load(dataset, train=True, root=root, download=download) if train_set is None else train_set
+    test_set = fdata.load(dataset, train=False, root=root, download=download) if test_set is None else test_set
+    props = partition.DISTRIBUTIONS[distribution]
+    tr = partition.label_distribution(train_set.y, num_agents, props, seed=seed)
+    te = partition.label_distribution(test_set.y, num_agents, props, seed=seed + 1)
+    if max_train_per_agent is not None:
+        rng = np.random.default_rng([seed, 7])
+        tr = [np.sort(rng.choice(p, size=min(len(p), max_train_per_agent), replace=False)) for p in tr]
+    n_train = len(train_set.y)
+    x = torch.cat([train_set.x, test_set.x])
+    y = torch.cat([train_set.y, test_set.y]).clone()
+    te = [p + n_train for p in te]
+    if distribution.endswith("*"):
+        rng = np.random.default_rng([seed, 99])
+        k = int(y.max()) + 1
+        for i in range(1, num_agents):  # agent 0, the target, keeps the true labels
+            perm = torch.as_tensor(rng.permutation(k))
+            for part in (tr[i], te[i]):
+                idx = torch.as_tensor(part)
+                y[idx] = perm[y[idx]]
+    return FederatedData(x, y, tr, te, source=getattr(train_set, "source", "unknown"))
