@@ -42,15 +42,15 @@ WAFFLE_IBP_PARAMS = {"mnist": {"baseline": 155_800, "waffle_ibp": 120_200},
 # rounds, mean and std over 5 seeds, {distribution: {method: (mean, std)}}.
 WEIGHTED_WAFFLE_TABLE1 = {
     "A": {"local": (96.88, 0.47), "fedavg": (98.99, 0.08), "scaffold": (99.03, 0.08),
-          "weight_erosion": (99.01, 0.16), "waffle": (98.93, 0.10), "apfl": (97.55, 0.13)},
+          "weight_erosion": (99.01, 0.16), "waffle_weighted": (98.93, 0.10), "apfl": (97.55, 0.13)},
     "B": {"local": (99.38, 0.09), "fedavg": (98.97, 0.18), "scaffold": (99.24, 0.17),
-          "weight_erosion": (99.69, 0.07), "waffle": (99.69, 0.03), "apfl": (99.36, 0.09)},
+          "weight_erosion": (99.69, 0.07), "waffle_weighted": (99.69, 0.03), "apfl": (99.36, 0.09)},
     "C": {"local": (98.54, 0.10), "fedavg": (98.56, 0.10), "scaffold": (98.77, 0.10),
-          "weight_erosion": (99.00, 0.08), "waffle": (99.00, 0.08), "apfl": (98.45, 0.08)},
+          "weight_erosion": (99.00, 0.08), "waffle_weighted": (99.00, 0.08), "apfl": (98.45, 0.08)},
     "A*": {"local": (96.56, 0.27), "fedavg": (13.37, 3.21), "scaffold": (19.93, 5.95),
-           "weight_erosion": (98.09, 0.26), "waffle": (97.99, 0.26), "apfl": (96.24, 0.22)},
+           "weight_erosion": (98.09, 0.26), "waffle_weighted": (97.99, 0.26), "apfl": (96.24, 0.22)},
     "B*": {"local": (99.47, 0.07), "fedavg": (45.26, 4.10), "scaffold": (57.51, 4.02),
-           "weight_erosion": (99.67, 0.09), "waffle": (99.63, 0.11), "apfl": (99.44, 0.07)},
+           "weight_erosion": (99.67, 0.09), "waffle_weighted": (99.63, 0.11), "apfl": (99.44, 0.07)},
 }
 
 # GMA = Tenison et al., "Gradient Masked Averaging for Federated Learning", TMLR 2023.
