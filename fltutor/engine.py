@@ -33,7 +33,7 @@ Params = dict[str, Tensor]
 
 __all__ = ["Params", "resolve_device", "client_generator", "batch_schedule", "Batches", "make_batches",
            "get_params", "stack_params", "unstack_params", "forward", "row_loss", "train", "local_steps",
-           "sgd_update", "adam_update", "train_client", "evaluate", "row_losses", "client_accuracy",
+           "sgd_update", "sgd_step_", "adam_update", "keep_inactive", "train_client", "evaluate", "row_losses", "client_accuracy",
            "broadcast"]
 
 
@@ -178,6 +178,33 @@ def sgd_update(p: Tensor, g: Tensor, buf: Tensor | None, lr: Tensor, momentum: T
     return p - broadcast(lr, p) * g, buf
 
 
+def sgd_step_(p: Tensor, g: Tensor, buf: Tensor | None, lr: Tensor, on: Tensor | None, *,
+              momentum: Tensor | None = None, weight_decay: Tensor | None = None, prox_mu: Tensor | None = None,
+              start: Tensor | None = None, correction: Tensor | None = None) -> None:
+    """``sgd_update`` in place, for large stacked tensors: no new (P, ...) tensor per step.
+
+    g gets + wd p, + mu (p - start) (FedProx) and + correction (SCAFFOLD); then
+    buf = m buf + g and p -= lr buf. ``lr`` must already be 0 for rows that take no step
+    (``on`` False); their buffer keeps its value.
+    """
+    if weight_decay is not None:
+        g.addcmul_(p, broadcast(weight_decay, p))
+    if prox_mu is not None:
+        mu = broadcast(prox_mu, p)
+        g.addcmul_(p, mu).addcmul_(start, mu, value=-1.0)
+    if correction is not None:
+        g.add_(correction)
+    if buf is not None:
+        if on is None:
+            buf.mul_(broadcast(momentum, p)).add_(g)
+        else:  # inactive rows: factor 1 and no gradient
+            keep = broadcast(on, p)
+            buf.mul_(torch.where(keep, broadcast(momentum, p), torch.ones_like(broadcast(momentum, p))))
+            buf.addcmul_(g, keep.to(g.dtype))
+        g = buf
+    p.addcmul_(g, broadcast(lr, p), value=-1.0)
+
+
 def adam_update(p: Tensor, g: Tensor, m: Tensor, v: Tensor, t: Tensor, lr: Tensor,
                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8) -> tuple[Tensor, Tensor, Tensor]:
     """``torch.optim.Adam``'s rule with per-row step counts t (P,) (already advanced) and rates lr (P,)."""
@@ -191,27 +218,32 @@ def adam_update(p: Tensor, g: Tensor, m: Tensor, v: Tensor, t: Tensor, lr: Tenso
 
 # ---- the one local-training loop -----------------------------------------------------------
 State = dict[str, Params]
-Step = Callable[[State, Tensor, Tensor, Tensor, int], tuple[State, Tensor]]
+Step = Callable[[State, Tensor, Tensor, Tensor, int, Tensor | None], tuple[State, Tensor]]
+
+
+def keep_inactive(new: State, old: State, on: Tensor | None) -> State:
+    """Rows that take no step (``on`` False) keep their old state; ``on`` None: every row steps."""
+    if on is None:
+        return new
+    return {grp: {k: torch.where(broadcast(on, t), t, old[grp][k]) for k, t in tensors.items()}
+            for grp, tensors in new.items()}
 
 
 def local_steps(state: State, x: Tensor, y: Tensor, batches: Batches, step: Step) -> tuple[State, Tensor]:
-    """Run every row's local steps: ``step(state, xb, yb, weight, s) -> (new_state, loss (P,))``.
+    """Run every row's local steps: ``step(state, xb, yb, weight, s, on) -> (new_state, loss (P,))``.
 
-    ``state`` maps groups ("params", "buf", "private", ...) to stacked tensors (P, ...). A row
-    that takes no step at s keeps its whole state. Returns the final state and each row's
-    mean mini-batch loss (P,).
+    ``state`` maps groups ("params", "buf", "private", ...) to stacked tensors (P, ...). ``on``
+    (P,) says which rows take step s (None when all do); a row that takes no step must keep its
+    whole state (``keep_inactive`` does that for a step that builds new tensors). Returns the
+    final state and each row's mean mini-batch loss (P,).
     """
     P = batches.idx.shape[0]
     loss_sum = torch.zeros(P, dtype=x.dtype, device=x.device)
     all_active = bool(batches.active.all())
     for s in range(batches.steps):
         pos = batches.idx[:, s]                                        # (P, B)
-        new, loss = step(state, x[pos], y[pos], batches.weight[:, s], s)
         on = batches.active[:, s]                                      # (P,)
-        if not all_active:
-            new = {grp: {k: torch.where(broadcast(on, t), t, state[grp][k]) for k, t in tensors.items()}
-                   for grp, tensors in new.items()}
-        state = new
+        state, loss = step(state, x[pos], y[pos], batches.weight[:, s], s, None if all_active else on)
         loss_sum = loss_sum + loss.detach() * on
     return state, loss_sum / batches.n_steps.to(loss_sum.dtype)
 
@@ -239,7 +271,7 @@ def train(model: nn.Module, params: Params, x: Tensor, y: Tensor, batches: Batch
     use_wd = weight_decay is not None and bool((weight_decay != 0).any())
     use_prox = prox_mu is not None and bool((prox_mu != 0).any())
     start = {k: v.detach() for k, v in params.items()}
-    state: State = {"params": dict(start)}
+    state: State = {"params": {k: v.detach().clone().requires_grad_(True) for k, v in params.items()}}
     if use_mom:
         state["buf"] = {k: torch.zeros_like(v) for k, v in start.items()}
     if pnames:
@@ -252,44 +284,42 @@ def train(model: nn.Module, params: Params, x: Tensor, y: Tensor, batches: Batch
             raise ValueError(f"private_optimizer must be 'sgd' or 'adam', got {private_optimizer!r}")
     priv_lr = lr if private_lr is None else private_lr
 
-    def step(st: State, xb: Tensor, yb: Tensor, w: Tensor, s: int) -> tuple[State, Tensor]:
-        p = {k: t.requires_grad_(True) for k, t in st["params"].items()}
-        q = {k: t.requires_grad_(True) for k, t in st.get("private", {}).items()}
+    def step(st: State, xb: Tensor, yb: Tensor, w: Tensor, s: int, on: Tensor | None) -> tuple[State, Tensor]:
+        p = st["params"]                       # leaves updated in place below, under no_grad
+        q = {k: t.detach().requires_grad_(True) for k, t in st.get("private", {}).items()}
         extra = inputs(q, s) if inputs is not None else ()
         loss = row_loss(forward(model, p, xb, *extra), yb, w)           # (P,)
         total = loss + extra_loss(q, s) if extra_loss is not None else loss
         # rows' parameters are disjoint, so d sum / d p[row] = d loss_row / d p[row]
         grads = torch.autograd.grad(total.sum(), list(p.values()) + list(q.values()))
         g_p, g_q = dict(zip(names, grads[: len(names)])), dict(zip(pnames, grads[len(names):]))
-        out: State = {"params": {}}
         with torch.no_grad():
+            # a row that takes no step gets rate 0 and keeps its momentum buffer (factor 1, no new gradient)
+            step_lr = lr if on is None else lr * on
             for k in names:
-                g = g_p[k]
-                if use_prox:
-                    g = g + broadcast(prox_mu, g) * (p[k] - start[k])
-                if correction is not None:
-                    g = g + correction[k]
-                buf = st["buf"][k] if use_mom else None
-                out["params"][k], nb = sgd_update(p[k].detach(), g, buf, lr, momentum if use_mom else None,
-                                                  weight_decay if use_wd else None)
-                if use_mom:
-                    out.setdefault("buf", {})[k] = nb
+                sgd_step_(p[k], g_p[k], st["buf"][k] if use_mom else None, step_lr, on,
+                          momentum=momentum if use_mom else None, weight_decay=weight_decay if use_wd else None,
+                          prox_mu=prox_mu if use_prox else None, start=start[k],
+                          correction=None if correction is None else correction[k])
             if pnames:
+                old = {g: st[g] for g in ("private", "adam_m", "adam_v", "adam_t") if g in st}
+                new: State = {}
                 newq = {}
                 if private_optimizer == "adam":
                     t = st["adam_t"]["t"] + 1
-                    out["adam_t"], out["adam_m"], out["adam_v"] = {"t": t}, {}, {}
+                    new["adam_t"], new["adam_m"], new["adam_v"] = {"t": t}, {}, {}
                     for k in pnames:
-                        newq[k], out["adam_m"][k], out["adam_v"][k] = adam_update(
+                        newq[k], new["adam_m"][k], new["adam_v"][k] = adam_update(
                             q[k].detach(), g_q[k], st["adam_m"][k], st["adam_v"][k], t, priv_lr)
                 else:
                     for k in pnames:
                         newq[k], _ = sgd_update(q[k].detach(), g_q[k], None, priv_lr, None, None)
-                out["private"] = project(newq) if project is not None else newq
-        return out, loss.detach()
+                new["private"] = project(newq) if project is not None else newq
+                st = {**st, **keep_inactive(new, old, on)}
+        return st, loss.detach()
 
     state, mean_loss = local_steps(state, x, y, batches, step)
-    return state["params"], state.get("private", {}), mean_loss
+    return {k: v.detach() for k, v in state["params"].items()}, state.get("private", {}), mean_loss
 
 
 def _rows(value, P: int, like: Tensor) -> Tensor | None:

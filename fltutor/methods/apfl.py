@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import torch
 
 from .. import aggregators
-from ..engine import broadcast, forward, local_steps, row_loss
+from ..engine import broadcast, forward, keep_inactive, local_steps, row_loss
 from .base import EvalModel, Job, Method
 
 
@@ -39,7 +39,7 @@ class APFL(Method):
         lr = job.hp["lr"]
         names = list(job.start)
 
-        def step(st, xb, yb, wt, s):
+        def step(st, xb, yb, wt, s, on):
             pw = {k: t.detach().requires_grad_(True) for k, t in st["w"].items()}
             pv = {k: t.detach().requires_grad_(True) for k, t in st["v"].items()}
             a = st["a"]["alpha"].detach().requires_grad_(True)
@@ -52,7 +52,7 @@ class APFL(Method):
                 w_new = {k: pw[k] - broadcast(lr, g) * g for k, g in zip(names, gw)}
                 v_new = {k: pv[k] - broadcast(lr, g) * g for k, g in zip(names, grads[:-1])}
                 a_new = (a - lr * grads[-1]).clamp(0, 1)
-            return {"w": w_new, "v": v_new, "a": {"alpha": a_new}}, loss.detach()
+            return keep_inactive({"w": w_new, "v": v_new, "a": {"alpha": a_new}}, st, on), loss.detach()
 
         st = {"w": {k: v.detach() for k, v in job.start.items()},
               "v": {k: job.private[f"v.{k}"] for k in names}, "a": {"alpha": job.private["alpha"]}}

@@ -70,6 +70,16 @@ class Job:
     generators: list[torch.Generator]  # each row's generator, after its batches were drawn
     round: int                    # 0-based
 
+    def slice(self, lo: int, hi: int) -> "Job":
+        """Rows lo..hi of this job (rows are independent, so chunks train alone to the same result)."""
+        rows = lambda t: {k: v[lo:hi] for k, v in t.items()}  # noqa: E731
+        b = self.batches
+        steps = int(b.n_steps[lo:hi].max())
+        batches = Batches(b.idx[lo:hi, :steps], b.weight[lo:hi, :steps], b.active[lo:hi, :steps], b.n_steps[lo:hi])
+        return Job(self.model, self.x, self.y, batches, rows(self.start), rows(self.private), rows(self.server),
+                   rows(self.hp), self.clients[lo:hi], self.runs[lo:hi], self.sizes[lo:hi],
+                   self.train_parts[lo:hi], self.generators[lo:hi], self.round)
+
     def train(self, params: Params | None = None, **hooks) -> tuple[Params, Params, Tensor]:
         """``engine.train`` on this job with the run settings' SGD (lr, momentum, weight decay)."""
         return train(self.model, self.start if params is None else params, self.x, self.y, self.batches,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from .. import aggregators
-from ..engine import broadcast, forward, local_steps, row_loss
+from ..engine import broadcast, forward, keep_inactive, local_steps, row_loss
 from .base import EvalModel, Job, Method
 
 
@@ -44,7 +44,7 @@ class PFedMe(Method):
         lam, plr, lr = job.hp["pfedme_lambda"], job.hp["pfedme_lr"], job.hp["lr"]
         K = self.params.pfedme_steps
 
-        def step(st, xb, yb, w, s):
+        def step(st, xb, yb, w, s, on):
             wl, theta = st["w"], st["theta"]
             for _ in range(K):
                 th = {k: t.detach().requires_grad_(True) for k, t in theta.items()}
@@ -55,7 +55,7 @@ class PFedMe(Method):
                              for k, g in zip(th, grads)}
             with torch.no_grad():
                 wl = {k: wl[k] - broadcast(lr * lam, wl[k]) * (wl[k] - theta[k]) for k in wl}
-            return {"w": wl, "theta": theta}, loss.detach()
+            return keep_inactive({"w": wl, "theta": theta}, st, on), loss.detach()
 
         start = {k: v.detach() for k, v in job.start.items()}
         st, loss = local_steps({"w": start, "theta": dict(start)}, job.x, job.y, job.batches, step)
