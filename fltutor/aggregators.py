@@ -1,7 +1,7 @@
 """Server-side aggregation rules: pure functions of the cohort's stacked parameters.
 
 ``client_params`` holds each parameter with a leading client dimension C, as returned by
-``fltutor.client.train_cohort``; ``global_params`` holds the model the cohort started from.
+``fltutor.engine.train``; ``global_params`` holds the model the cohort started from.
 """
 from __future__ import annotations
 
@@ -84,7 +84,7 @@ def waffle_weights(updates, target: int, round: int, total_rounds: int, *,
     and dm, and alpha_i = max(Psi(r) - (d_i - d*)/(dM - d*), 0), normalized. Line 6 of Alg. 1
     writes the denominator as dM - min_i d_i, which is dM - d* once d* replaces the target's
     zero. From r >= 0.95 R all weight goes to the target. The averaging over the last three
-    rounds (line 10) is the caller's: see ``fltutor.personalized``.
+    rounds (line 10) is the caller's: see ``fltutor.methods.waffle_weighted``.
     """
     u = _flat(updates)
     n = len(u)

@@ -247,9 +247,10 @@ class Federation:
         self.histories: list[list[dict]] = [[] for _ in range(self.R)]
         self.out_dir = None if out_dir is None else Path(out_dir)
         self.checkpoint_every, self.progress = checkpoint_every, progress
-        self.row_chunk = default_row_chunk(self.model, self.device) if row_chunk is None else int(row_chunk)
-        if self.row_chunk < 1:
-            raise ValueError(f"row_chunk: {row_chunk!r} must be >= 1 (rows trained together), or None for automatic")
+        if row_chunk is not None and (isinstance(row_chunk, bool) or not isinstance(row_chunk, int) or row_chunk < 1):
+            raise ValueError(f"row_chunk: {row_chunk!r} must be an integer >= 1 (rows trained together), or None "
+                             "for automatic")
+        self.row_chunk = default_row_chunk(self.model, self.device) if row_chunk is None else row_chunk
         self._hp_names = [k for k, v in self.settings[0].items()
                           if isinstance(v, (int, float)) and not isinstance(v, bool)]
         if self.out_dir is not None and (self.out_dir / "server.pt").exists():

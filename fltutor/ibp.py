@@ -7,7 +7,7 @@ variational posterior is mean-field (eq. 8-10): b_k ~ Bernoulli(pi^q_k), relaxed
 concrete sample for training (Maddison et al. 2017), and v_k ~ Kumaraswamy(c_k, d_k).
 
 This is the weight-factorization WAFFLe, not the weighted-averaging WAFFLE of
-``fltutor.personalized``.
+``fltutor.methods.waffle_weighted``.
 """
 from __future__ import annotations
 

@@ -1,5 +1,9 @@
 import numpy as np
 import pytest
+import torch
+
+# The tests use tiny models, where one thread is faster than two that contend for the cores.
+torch.set_num_threads(1)
 
 
 @pytest.fixture

@@ -3,8 +3,9 @@
 For each mini-batch a client's personal model theta takes ``pfedme_steps`` gradient steps on
 f(theta; batch) + lam/2 ||theta - w||^2 (theta carries over between batches, as in the
 authors' code), then its local copy of the global model moves w <- w - lr lam (w - theta).
-The server mixes w <- (1 - beta) w + beta mean(w_i). A client scores with its own theta
-(the global model until it has trained once).
+The server mixes w <- (1 - beta) w + beta avg(w_i), the average weighted by training samples
+as in the authors' code (Alg. 1 writes the plain mean over the sampled clients). A client
+scores with its own theta (the global model until it has trained once).
 """
 from __future__ import annotations
 

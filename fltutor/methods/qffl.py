@@ -17,6 +17,10 @@ from .base import Job, Method, Round
 class QFFLParams:
     q: float = 0.001              # fairness exponent (WAFFLe's experiments use 0.001)
 
+    def __post_init__(self):
+        if not self.q >= 0:
+            raise ValueError(f"q: {self.q!r} must be >= 0 (q = 0 is FedAvg with equal client weights)")
+
 
 class QFFL(Method):
     """q-FedAvg: loss-reweighted updates with step size from L = 1 / lr."""

@@ -72,7 +72,7 @@ def init_private(widths: dict, num_clients: int, selection: str, alpha_ratio: fl
     for name, f in widths.items():
         if selection == "ibp":
             alpha = alpha_ratio * f
-            pi = ibp.prior_mean_pi(alpha, f).clamp(1e-4, 1 - 1e-4)
+            pi = ibp.prior_mean_pi(alpha, f, dtype=torch.float64).clamp(1e-4, 1 - 1e-4)
             out[f"{name}.pi_logit"] = torch.log(pi / (1 - pi)).repeat(num_clients, 1)
             out[f"{name}.log_c"] = torch.full((num_clients, f), float(np.log(alpha)))
             out[f"{name}.log_d"] = torch.zeros(num_clients, f)
@@ -156,7 +156,8 @@ class WaffleIBP(Method):
         """b of a client that never trained: the IBP prior mean (ibp) or the initial scores 1 (l1)."""
         out = {}
         for l, f in self.widths.items():
-            b = ibp.prior_mean_pi(self.params.alpha_ratio * f, f) if self.params.selection == "ibp" else torch.ones(f)
+            b = (ibp.prior_mean_pi(self.params.alpha_ratio * f, f, dtype=like.dtype) if self.params.selection == "ibp"
+                 else torch.ones(f, dtype=like.dtype))
             out[l] = b.to(like.device, like.dtype)
         return out
 
