@@ -1,0 +1,105 @@
+"""APFL (Deng et al. 2020, Alg. 1) through ``Federation`` against a per-agent loop with one module
+per model, and its evaluation (each client's mix a v + (1 - a) w) by hand."""
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from fltutor import scenarios
+from fltutor.data import standin
+from fltutor.engine import batch_schedule, client_generator
+from fltutor.federation import Federation
+from fltutor.models import make_model
+
+DT = torch.float64
+MODEL = "logreg"  # the method is model-agnostic; a tiny model keeps the per-agent loop fast
+SETTINGS = dict(rounds=2, client_fraction=1.0, local_epochs=1, batch_size=4, lr=0.05, seed=0)
+
+
+def _data(max_train=8):
+    """Ten agents of distribution C on stand-in MNIST, ``max_train`` training samples
+    or half as many (every odd agent), so sample weights and step counts differ."""
+    data = scenarios.waffle_weighted_data("mnist", "C", seed=0, train_set=standin("mnist", 600, seed=0),
+                                          test_set=standin("mnist", 300, train=False, seed=0),
+                                          max_train_per_agent=max_train)
+    return data.with_parts([p[: max_train - (max_train // 2) * (i % 2)] for i, p in enumerate(data.train)], data.test)
+
+
+def _reference(data, rounds, *, lr, batch_size, alpha0):
+    """Alg. 1 written per agent: w (global copy), v (local model) and a (mix), each step on one batch."""
+    model = make_model(MODEL, seed=0).to(DT)
+    x_all, y_all = data.x.to(DT), data.y
+    w = {k: v.detach().clone() for k, v in model.named_parameters()}
+    n = data.num_clients
+    vs = [copy.deepcopy(w) for _ in range(n)]
+    alphas = [alpha0] * n
+    for r in range(rounds):
+        trained, sizes = [], []
+        for i in range(n):
+            mw, mv = copy.deepcopy(model), copy.deepcopy(model)
+            mw.load_state_dict(w, strict=False)
+            mv.load_state_dict(vs[i], strict=False)
+            a = torch.tensor(alphas[i], dtype=DT, requires_grad=True)
+            idx = torch.as_tensor(data.train[i])
+            for pos in batch_schedule(len(idx), 1, batch_size, client_generator(0, r, i)):
+                xb, yb = x_all[idx[pos]], y_all[idx[pos]]
+                gw = torch.autograd.grad(F.cross_entropy(mw(xb), yb), list(mw.parameters()))
+                mixed = {k: a * pv + (1 - a) * pw.detach()
+                         for (k, pv), pw in zip(mv.named_parameters(), mw.parameters())}
+                out = torch.func.functional_call(model, mixed, (xb,))
+                gr = torch.autograd.grad(F.cross_entropy(out, yb), list(mv.parameters()) + [a])
+                with torch.no_grad():
+                    for p, g in zip(mw.parameters(), gw):
+                        p -= lr * g
+                    for p, g in zip(mv.parameters(), gr[:-1]):
+                        p -= lr * g
+                    a -= lr * gr[-1]
+                    a.clamp_(0, 1)
+            trained.append({k: p.detach() for k, p in mw.named_parameters()})
+            vs[i] = {k: p.detach().clone() for k, p in mv.named_parameters()}
+            alphas[i] = a.item()
+            sizes.append(len(idx))
+        w = {k: sum(s * t[k] for s, t in zip(sizes, trained)) / sum(sizes) for k in w}   # FedAvg of the w's
+    return model, w, vs, alphas
+
+
+def test_rounds_equal_a_per_agent_loop():
+    data = _data()
+    fed = Federation(MODEL, data, "apfl", device="cpu", dtype=DT, progress=False, apfl_alpha=0.25, **SETTINGS)
+    fed.run()
+    model, w, vs, alphas = _reference(data, 2, lr=0.05, batch_size=4, alpha0=0.25)
+    for k in w:
+        torch.testing.assert_close(fed.run_params(0)[k], w[k], rtol=0, atol=1e-10)
+        torch.testing.assert_close(fed.private[f"v.{k}"][0], torch.stack([v[k] for v in vs]), rtol=0, atol=1e-10)
+    assert fed.private["alpha"][0].tolist() == pytest.approx(alphas, abs=1e-10)
+    assert fed.history[-1]["apfl_alpha"] == pytest.approx(alphas, abs=1e-4)
+    assert len(set(round(a, 6) for a in alphas)) > 1 and alphas != [0.25] * 10   # the mix adapted per agent
+    # each agent scores with its mix a v + (1 - a) w_global on its local test set
+    x = data.x.to(DT)
+    want = []
+    for i in range(data.num_clients):
+        mixed = {k: alphas[i] * vs[i][k] + (1 - alphas[i]) * w[k] for k in w}
+        idx = torch.as_tensor(data.test[i])
+        with torch.no_grad():
+            pred = torch.func.functional_call(model, mixed, (x[idx],)).argmax(1)
+        want.append(100.0 * (pred == data.y[idx]).double().mean().item())
+    assert fed.local_accuracy(0).tolist() == pytest.approx(want, abs=1e-9)
+    assert fed.history[-1]["local_acc_per_client"] == pytest.approx(want, abs=1e-3)
+
+
+def test_global_model_is_fedavgs():
+    """w trains by plain local SGD whatever v and a do, so APFL's global model is FedAvg's."""
+    data = _data(max_train=4)
+    apfl = Federation(MODEL, data, "apfl", device="cpu", dtype=DT, progress=False, apfl_alpha=0.6, **SETTINGS)
+    fedavg = Federation(MODEL, data, "fedavg", device="cpu", dtype=DT, progress=False, **SETTINGS)
+    apfl.run(), fedavg.run()
+    for k, v in fedavg.run_params(0).items():
+        torch.testing.assert_close(apfl.run_params(0)[k], v, rtol=0, atol=1e-10)
+    em = apfl.eval_model(0)
+    assert em.per_client and not any(torch.allclose(em.params[k][0], v) for k, v in apfl.run_params(0).items())
+
+
+def test_bad_alpha_is_rejected():
+    with pytest.raises(ValueError, match="apfl_alpha"):
+        Federation(MODEL, _data(), "apfl", device="cpu", progress=False, apfl_alpha=1.5, **SETTINGS)
