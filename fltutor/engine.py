@@ -345,6 +345,8 @@ def train_client(model: nn.Module, params: Params, x: Tensor, y: Tensor, *, loca
     the trained parameters and the mean mini-batch loss. ``correction`` is a constant added
     to every gradient: SCAFFOLD passes c - c_i (Karimireddy et al. 2020, Alg. 1 line 10).
     """
+    if not lr > 0:
+        raise ValueError(f"lr: {lr!r} must be > 0; WAFFLe uses 0.04 (MNIST) and 0.02 (FMNIST)")
     model.load_state_dict(params, strict=False)
     start = {k: v.detach().clone() for k, v in params.items()}
     opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum, weight_decay=weight_decay)

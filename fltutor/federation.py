@@ -7,8 +7,9 @@ become the rows of one engine call (``fltutor.engine``), and each run's server s
 its own slice. Each run's result equals running it alone.
 
 Every random choice is derived from (seed, round, client), so a run resumed from its
-checkpoint equals an uninterrupted one. The server's checkpoint (``server.pt``) and the
-clients' private state (``clients.pt``) are separate files.
+checkpoint equals an uninterrupted one. What the server holds (``server.pt``: global models and
+server optimizer state), what the clients hold (``clients.pt``: their private state) and the
+experimenter's log (``log.pt``, ``results.json``: histories and evaluations) are separate files.
 
 ``run`` and ``sweep`` are cached table cells: a finished cell is reloaded from
 ``out_root/cells/<name>-<key>/results.json``, where the key covers the method, every setting,
@@ -438,7 +439,8 @@ class Federation:
                 "data": [d.fingerprint for d in self.datas]}
 
     def save_checkpoint(self) -> None:
-        """Atomically write server.pt (the server's state) and clients.pt (the clients' private state)."""
+        """Atomically write server.pt (what the server holds), clients.pt (what the clients hold) and
+        log.pt + results.json (the experimenter's log: evaluations that read both)."""
         if self.out_dir is None:
             raise ValueError("save_checkpoint: this Federation has no out_dir; pass out_dir=... to create it")
         self.out_dir.mkdir(parents=True, exist_ok=True)
@@ -447,27 +449,28 @@ class Federation:
                                                         "private": cpu(self.private), "seen": self.seen.cpu()})
         atomic_torch_save(self.out_dir / "server.pt", {
             "identity": self._identity(), "round": self.round, "global_params": cpu(self.global_params),
-            "server": [{k: v.cpu() if isinstance(v, Tensor) else v for k, v in s.items()} for s in self.server],
-            "histories": self.histories})
+            "server": [{k: v.cpu() if isinstance(v, Tensor) else v for k, v in s.items()} for s in self.server]})
+        atomic_torch_save(self.out_dir / "log.pt", {"identity": self._identity(), "round": self.round,
+                                                     "histories": self.histories})
         for i, res in enumerate(self.results()):
             atomic_write_json(self.out_dir / (f"results-{i}.json" if self.R > 1 else "results.json"), res)
 
     def load_checkpoint(self) -> None:
         """Resume from out_dir's server.pt and clients.pt, made by the same runs."""
-        paths = [self.out_dir / "server.pt", self.out_dir / "clients.pt"]
-        srv, cli = (torch.load(p, weights_only=False, map_location="cpu") for p in paths)
+        paths = [self.out_dir / "server.pt", self.out_dir / "clients.pt", self.out_dir / "log.pt"]
+        srv, cli, log = (torch.load(p, weights_only=False, map_location="cpu") for p in paths)
         mine = json.loads(json.dumps(self._identity(), default=str))
-        for p, st in zip(paths, (srv, cli)):
+        for p, st in zip(paths, (srv, cli, log)):
             theirs = json.loads(json.dumps(st["identity"], default=str))
             for s in theirs["settings"] + mine["settings"]:
                 s.pop("rounds", None)
             if theirs != mine:
                 raise ValueError(f"checkpoint {p} was made by a different run; use a fresh out_dir or delete "
                                  "server.pt and clients.pt to start over")
-        if srv["round"] != cli["round"]:
-            raise ValueError(f"checkpoint: server.pt is at round {srv['round']} but clients.pt at {cli['round']}; "
-                             f"delete both in {self.out_dir} to start over")
-        self.round, self.histories = srv["round"], srv["histories"]
+        if not srv["round"] == cli["round"] == log["round"]:
+            raise ValueError(f"checkpoint: server.pt, clients.pt and log.pt are at rounds {srv['round']}, "
+                             f"{cli['round']} and {log['round']}; delete them in {self.out_dir} to start over")
+        self.round, self.histories = srv["round"], log["histories"]
         dev = lambda t: {k: v.to(self.device) for k, v in t.items()}  # noqa: E731
         self.global_params = dev(srv["global_params"])
         self.server = [{k: v.to(self.device) if isinstance(v, Tensor) else v for k, v in s.items()}
