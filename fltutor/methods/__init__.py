@@ -19,6 +19,7 @@ __all__ = ["REGISTRY", "names", "get", "Method", "Job", "Round", "EvalModel", "R
 REGISTRY: dict[str, tuple[str, str, dict]] = {
     "fedavg": ("fedavg", "FedAvg", {}),
     "fedprox": ("fedavg", "FedAvg", {"mu": 1.0}),
+    "fedavgm": ("fedavgm", "FedAvgM", {}),
     "qffl": ("qffl", "QFFL", {}),
     "fedopt": ("fedopt", "FedOpt", {}),
     "fedadagrad": ("fedopt", "FedOpt", {"server_opt": "adagrad"}),
