@@ -463,7 +463,8 @@ class Federation:
         for p, st in zip(paths, (srv, cli, log)):
             theirs = json.loads(json.dumps(st["identity"], default=str))
             for s in theirs["settings"] + mine["settings"]:
-                s.pop("rounds", None)
+                for k in ("rounds",) + NOT_IN_KEY:  # a resumed run may train longer or evaluate more often
+                    s.pop(k, None)
             if theirs != mine:
                 raise ValueError(f"checkpoint {p} was made by a different run; use a fresh out_dir or delete "
                                  "server.pt and clients.pt to start over")
