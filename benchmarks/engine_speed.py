@@ -129,8 +129,7 @@ def main() -> None:
         print(f"\n{model} ({res[0]['params']:,} parameters)")
         print(f"  {'':16s} {'rows':>5s} {'s/round':>9s} {'client-rounds/s':>16s} {'vs loop':>8s} {'peak MB':>9s}")
         for r in res:
-            label = f"{r['kind']} ({r['rows'] // 12 if r['kind'] == 'sweep' else 1} x {12 if r['rows'] <= 120 else 120})" \
-                if r["kind"] == "sweep" else r["kind"]
+            label = f"sweep (10 x {r['rows'] // 10})" if r["kind"] == "sweep" else r["kind"]
             print(f"  {label:16s} {r['rows']:5d} {r['sec_per_round']:9.3f} {r['client_rounds_per_s']:16.1f} "
                   f"{r['client_rounds_per_s'] / base:7.1f}x {r['peak_mb']:9.0f}")
             r["vs_loop"] = r["client_rounds_per_s"] / base
