@@ -15,15 +15,6 @@ from fltutor.models import make_model
 
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: a second intra-op thread only adds waiting (100x slower on a busy 2-core machine)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 SIZES = [27, 50, 13, 44]  # different numbers of steps and short last batches
 
 

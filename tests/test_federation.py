@@ -18,15 +18,6 @@ WAFFLE = dict(num_factors=6, selection_optimizer="adam", selection_lr=0.1)
 NO_CUDA = "no CUDA GPU here; run pytest on a GPU machine to check device agreement"
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: a second intra-op thread only adds waiting (100x slower on a busy 2-core machine)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 def _fed(seed=0, n=240, num_clients=8, part_seed=0) -> FederatedData:
     """Stand-in MNIST, 8 clients of unequal sizes (Dirichlet labels), with a global test split."""
     train = standin("mnist", n, seed=seed)

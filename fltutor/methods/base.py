@@ -35,7 +35,7 @@ from .. import aggregators
 from ..engine import Batches, Params, train
 from ..models import make_model
 
-__all__ = ["RunConfig", "Job", "Round", "EvalModel", "Method"]
+__all__ = ["RunConfig", "Job", "Round", "EvalModel", "Method", "check_target"]
 
 
 @dataclass
@@ -176,6 +176,14 @@ class Method:
     def describe(cls) -> str:
         """The first line of the method's docstring."""
         return (cls.__doc__ or cls.__name__).strip().splitlines()[0]
+
+
+def check_target(target, num_clients: int | None = None) -> None:
+    """A per-target method's agent: an integer index, below the number of clients when that is known."""
+    if isinstance(target, bool) or not isinstance(target, (int, np.integer)) or target < 0:
+        raise ValueError(f"target: {target!r} is not an agent index >= 0")
+    if num_clients is not None and target >= num_clients:
+        raise ValueError(f"target: {target} is not an agent of this data (it has {num_clients})")
 
 
 def split_rows(tree: Params, offsets: Sequence[int], r: int) -> Params:

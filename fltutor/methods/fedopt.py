@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import aggregators
-from .base import Job, Method, Round
+from .base import Round
+from .fedavg import FedAvg
 
 AGGREGATIONS = ("mean", "gma", "and")
 
@@ -54,14 +55,10 @@ def server_step(params: FedOptParams, global_params, server: dict, trained, size
     return new, updates
 
 
-class FedOpt(Method):
+class FedOpt(FedAvg):
     """FedOpt: a server optimizer on the clients' mean update, optionally GMA- or AND-masked."""
     name = "fedopt"
-    Params = FedOptParams
-
-    def client_update(self, job: Job):
-        trained, _, loss = job.train(prox_mu=job.hp["mu"])
-        return trained, {}, loss
+    Params = FedOptParams            # FedAvg's clients (with FedProx's mu); only the server differs
 
     def aggregate(self, global_params, server, message, rnd: Round):
         return server_step(self.params, global_params, server, message, rnd.sizes)[0]

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from .. import aggregators
-from .base import Round
+from .base import Round, check_target
 from .scaffold import Scaffold
 
 
@@ -24,8 +24,7 @@ class WaffleWeightedParams:
     server_lr: float = 1.0        # eta_g
 
     def __post_init__(self):
-        if isinstance(self.target, bool) or not isinstance(self.target, int) or self.target < 0:
-            raise ValueError(f"target: {self.target!r} is not an agent index >= 0")
+        check_target(self.target)
 
 
 class WaffleWeighted(Scaffold):
@@ -35,8 +34,7 @@ class WaffleWeighted(Scaffold):
     full_participation = True
 
     def init_server(self, global_params, num_clients):
-        if self.params.target >= num_clients:
-            raise ValueError(f"target: {self.params.target} is not an agent of this data (it has {num_clients})")
+        check_target(self.params.target, num_clients)
         dev = next(iter(global_params.values())).device
         return {**super().init_server(global_params, num_clients),
                 "alpha_hist": torch.full((2, num_clients), float("nan"), dtype=torch.float64, device=dev)}

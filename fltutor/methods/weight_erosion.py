@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import torch
 
 from .. import aggregators
-from .base import Method, Round
+from .base import Method, Round, check_target
 
 
 @dataclass
@@ -21,8 +21,7 @@ class WeightErosionParams:
     server_lr: float = 1.0
 
     def __post_init__(self):
-        if isinstance(self.target, bool) or not isinstance(self.target, int) or self.target < 0:
-            raise ValueError(f"target: {self.target!r} is not an agent index >= 0")
+        check_target(self.target)
         if not self.p_d >= 0:
             raise ValueError(f"p_d: {self.p_d!r} must be >= 0; the paper uses 0.006-0.0088 on MNIST")
 
@@ -34,8 +33,7 @@ class WeightErosion(Method):
     full_participation = True
 
     def init_server(self, global_params, num_clients):
-        if self.params.target >= num_clients:
-            raise ValueError(f"target: {self.params.target} is not an agent of this data (it has {num_clients})")
+        check_target(self.params.target, num_clients)
         return {"we": torch.ones(num_clients, dtype=torch.float64, device=next(iter(global_params.values())).device)}
 
     def aggregate(self, global_params, server, message, rnd: Round):
