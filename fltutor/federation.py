@@ -24,6 +24,7 @@ import json
 import math
 import os
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -149,7 +150,7 @@ def finished_results(cell_dir, rounds: int) -> dict | None:
     if not path.exists():
         return None
     done = json.loads(path.read_text())
-    return done if done.get("rounds_done") == rounds else None
+    return done if done.get("rounds_done") == rounds or done.get("diverged") else None
 
 
 # ---- metrics read off a history ---------------------------------------------------------------------
@@ -246,6 +247,7 @@ class Federation:
         self.seen = torch.zeros(self.R, self.N, dtype=torch.bool, device=self.device)
         self.round = 0
         self.histories: list[list[dict]] = [[] for _ in range(self.R)]
+        self.diverged: list[dict | None] = [None] * self.R   # {round, client, where} of a run that diverged
         self.out_dir = None if out_dir is None else Path(out_dir)
         self.checkpoint_every, self.progress = checkpoint_every, progress
         if row_chunk is not None and (isinstance(row_chunk, bool) or not isinstance(row_chunk, int) or row_chunk < 1):
@@ -293,18 +295,28 @@ class Federation:
         rng = np.random.default_rng([cfg.seed, round_])
         return np.sort(rng.choice(self.N, size=m, replace=False))
 
-    def _hp(self, rows_per_run: Sequence[int]) -> dict[str, Tensor]:
+    def _hp(self, live: Sequence[int], rows_per_run: Sequence[int]) -> dict[str, Tensor]:
         reps = torch.tensor(rows_per_run)
-        return {k: torch.repeat_interleave(torch.tensor([float(s[k]) for s in self.settings], dtype=self.dtype),
+        return {k: torch.repeat_interleave(torch.tensor([float(self.settings[i][k]) for i in live], dtype=self.dtype),
                                            reps).to(self.device) for k in self._hp_names}
 
-    def run_round(self) -> list[dict]:
-        """Advance every run by one round; returns each run's history entry."""
+    @property
+    def live(self) -> list[int]:
+        """The runs still training: those that have not diverged."""
+        return [i for i in range(self.R) if self.diverged[i] is None]
+
+    def run_round(self) -> list[dict | None]:
+        """Advance every live run by one round; returns each run's history entry (None: diverged earlier).
+
+        A run whose local losses, messages or new global model hold a non-finite number stops:
+        its entry and results record ``diverged`` (round, client, where) and no accuracy.
+        """
         r = self.round
-        cohorts = [self.sample_clients(i, r) for i in range(self.R)]
+        live = self.live
+        cohorts = [self.sample_clients(i, r) for i in live]
         sizes_c = [len(c) for c in cohorts]
         offsets = np.concatenate([[0], np.cumsum(sizes_c)]).tolist()
-        runs_np = np.repeat(np.arange(self.R), sizes_c)
+        runs_np = np.repeat(np.array(live, dtype=np.int64), sizes_c)
         clients_np = np.concatenate(cohorts)
         runs_t = torch.as_tensor(runs_np, device=self.device)
         clients_t = torch.as_tensor(clients_np, device=self.device)
@@ -312,34 +324,51 @@ class Federation:
         gens = [client_generator(self.configs[i].seed, r, int(k)) for i, k in zip(runs_np, clients_np)]
         batches = make_batches(parts, [self.configs[i].local_epochs for i in runs_np], self.config.batch_size,
                                gens, device=self.device, dtype=self.dtype)
-        m0 = self.methods[0]
+        m0 = self.methods[live[0]]
         global_rows = {k: v[runs_t] for k, v in self.global_params.items()}          # (P, ...)
         private_rows = {k: v[runs_t, clients_t] for k, v in self.private.items()}     # (P, ...)
-        server_rows = {k: torch.stack([self.server[i][k] for i in runs_np]) for k in self.server[0]
+        server_rows = {k: torch.stack([self.server[i][k] for i in runs_np]) for k in self.server[live[0]]
                        if m0.sends and k.startswith(m0.sends)}  # (P, ...) what the server sends besides the model
         sizes = torch.tensor([len(p) for p in parts], dtype=torch.float64, device=self.device)
         job = Job(self.model, self.x, self.y, batches, m0.client_start(global_rows, private_rows), private_rows,
-                  server_rows, self._hp(sizes_c), clients_t, runs_t, sizes, parts, gens, r)
+                  server_rows, self._hp(live, sizes_c), clients_t, runs_t, sizes, parts, gens, r)
         message, new_private, loss = self._client_update(m0, job)
         for k, v in new_private.items():   # private state stays with the clients
             self.private[k][runs_t, clients_t] = v.to(self.private[k].dtype)
         self.seen[runs_t, clients_t] = True
-        entries = []
-        for i, m in enumerate(self.methods):
-            lo, hi = offsets[i], offsets[i + 1]
-            rnd = Round(cohorts[i], sizes[lo:hi], batches.n_steps[lo:hi], r, self.N)
+        # one cheap check per row on the device: a non-finite loss or message stops that run
+        bad = ~torch.isfinite(loss)
+        for v in message.values():
+            bad |= ~torch.isfinite(v.reshape(len(v), -1)).all(1)
+        bad = bad.cpu().numpy()
+        entries: list[dict | None] = [None] * self.R
+        for j, i in enumerate(live):
+            lo, hi = offsets[j], offsets[j + 1]
+            e = {"round": r + 1, "clients": cohorts[j].tolist(), "train_loss": float(loss[lo:hi].mean())}
+            entries[i] = e
+            if bad[lo:hi].any():
+                self.diverged[i] = {"round": r + 1, "client": int(cohorts[j][int(np.argmax(bad[lo:hi]))]),
+                                    "where": "local training"}
+                continue
+            rnd = Round(cohorts[j], sizes[lo:hi], batches.n_steps[lo:hi], r, self.N)
             g = {k: v[i] for k, v in self.global_params.items()}
-            new = m.aggregate(g, self.server[i], {k: v[lo:hi] for k, v in message.items()}, rnd)
+            new = self.methods[i].aggregate(g, self.server[i], {k: v[lo:hi] for k, v in message.items()}, rnd)
+            if not all(bool(torch.isfinite(t).all()) for t in new.values()):
+                self.diverged[i] = {"round": r + 1, "client": None, "where": "server step"}
+                continue
             for k in self.global_params:
                 self.global_params[k][i] = new[k]
-            entries.append({"round": r + 1, "clients": cohorts[i].tolist(),
-                            "train_loss": float(loss[lo:hi].mean())})
         self.round = r + 1
         cfg = self.config
-        for i, e in enumerate(entries):
-            if self.round % cfg.eval_every == 0 or self.round == cfg.rounds:
-                e.update(self.evaluate(i))
-            e.update(self.methods[i].round_log(self.server[i], self._private_of(i), self.seen[i]))
+        for i in live:
+            e = entries[i]
+            if self.diverged[i] is not None:
+                e["diverged"] = self.diverged[i]
+                e["train_loss"] = e["train_loss"] if math.isfinite(e["train_loss"]) else None
+            else:
+                if self.round % cfg.eval_every == 0 or self.round == cfg.rounds:
+                    e.update(self.evaluate(i))
+                e.update(self.methods[i].round_log(self.server[i], self._private_of(i), self.seen[i]))
             self.histories[i].append(e)
         return entries
 
@@ -407,6 +436,7 @@ class Federation:
         new = Federation(self._model_spec, self.datas, method, runs=runs, device=self.device, dtype=self.dtype,
                          progress=self.progress)
         new.round, new.histories = self.round, [list(h) for h in self.histories]
+        new.diverged = list(self.diverged)
         new.global_params = {k: v.clone() for k, v in self.global_params.items()}
         if same:
             new.server = [{k: v.clone() if isinstance(v, Tensor) else v for k, v in s.items()} for s in self.server]
@@ -423,16 +453,29 @@ class Federation:
                              "raise rounds")
         desc = self.method_name + (f" x{self.R}" if self.R > 1 else "")
         bar = tqdm(total=target, initial=self.round, desc=desc, disable=not self.progress, unit="round")
-        while self.round < target:
+        while self.round < target and self.live:
             entries = self.run_round()
-            accs = [e["local_acc"] for e in entries if e.get("local_acc") is not None]
-            if accs:
-                bar.set_postfix(local_acc=f"{np.mean(accs):.2f}")
+            accs = [e["local_acc"] for e in entries if e is not None and e.get("local_acc") is not None]
+            post = {"local_acc": f"{np.mean(accs):.2f}"} if accs else {}
+            if len(self.live) < self.R:
+                post["diverged"] = f"{self.R - len(self.live)}/{self.R}"
+            bar.set_postfix(post)
             bar.update(1)
-            if self.out_dir is not None and (self.round % self.checkpoint_every == 0 or self.round == target):
+            if self.out_dir is not None and (self.round % self.checkpoint_every == 0 or self.round == target
+                                             or not self.live):
                 self.save_checkpoint()
         bar.close()
+        for i, d in enumerate(self.diverged):
+            if d is not None:
+                what = f"run {i} ({self._describe(i)})" if self.R > 1 else f"{self.method_name} ({self._describe(i)})"
+                warnings.warn(f"{what} diverged at round {d['round']} ({d['where']}"
+                              f"{'' if d['client'] is None else ', client ' + str(d['client'])}); no accuracy is reported "
+                              "for it. Lower lr (or server_lr) and run again.", RuntimeWarning, stacklevel=2)
         return self.histories
+
+    def _describe(self, i: int) -> str:
+        s = self.settings[i]
+        return ", ".join(f"{k}={s[k]}" for k in ("seed", "lr", "server_lr", "mu") if k in s)
 
     def _identity(self) -> dict:
         return {"method": self.method_name, "settings": self.settings, "model": self.model_name,
@@ -451,7 +494,7 @@ class Federation:
             "identity": self._identity(), "round": self.round, "global_params": cpu(self.global_params),
             "server": [{k: v.cpu() if isinstance(v, Tensor) else v for k, v in s.items()} for s in self.server]})
         atomic_torch_save(self.out_dir / "log.pt", {"identity": self._identity(), "round": self.round,
-                                                     "histories": self.histories})
+                                                     "histories": self.histories, "diverged": self.diverged})
         for i, res in enumerate(self.results()):
             atomic_write_json(self.out_dir / (f"results-{i}.json" if self.R > 1 else "results.json"), res)
 
@@ -472,6 +515,7 @@ class Federation:
             raise ValueError(f"checkpoint: server.pt, clients.pt and log.pt are at rounds {srv['round']}, "
                              f"{cli['round']} and {log['round']}; delete them in {self.out_dir} to start over")
         self.round, self.histories = srv["round"], log["histories"]
+        self.diverged = log.get("diverged", [None] * self.R)
         dev = lambda t: {k: v.to(self.device) for k, v in t.items()}  # noqa: E731
         self.global_params = dev(srv["global_params"])
         self.server = [{k: v.to(self.device) if isinstance(v, Tensor) else v for k, v in s.items()}
@@ -488,7 +532,10 @@ class Federation:
                 "method": self.method_name, "settings": self.settings[i], "model": self.model_name,
                 "data_fingerprint": d.fingerprint, "code_version": code_version(), "rounds_done": self.round,
                 "groups": None if d.groups is None else d.groups.tolist(), "group_names": list(d.group_names),
-                "final": {k: last.get(k) for k in ("local_acc", "global_acc", "local_acc_per_client")},
+                "diverged": self.diverged[i],
+                "final": ({k: None for k in ("local_acc", "global_acc", "local_acc_per_client")}
+                          if self.diverged[i] is not None else
+                          {k: last.get(k) for k in ("local_acc", "global_acc", "local_acc_per_client")}),
                 "best_global_acc": best(hist), "last10_global_acc": last_rounds_mean(hist, self.config.rounds),
                 "best_local_acc": best(hist, "local_acc"),
                 "history": hist})
