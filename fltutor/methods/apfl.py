@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import torch
 
 from .. import aggregators
+from ..checks import check_fields
 from ..engine import broadcast, forward, keep_inactive, local_steps, row_loss
 from .base import EvalModel, Job, Method
 
@@ -20,8 +21,7 @@ class APFLParams:
     apfl_alpha: float = 0.25      # initial mixing weight a
 
     def __post_init__(self):
-        if not 0 <= self.apfl_alpha <= 1:
-            raise ValueError(f"apfl_alpha: {self.apfl_alpha!r} is outside [0, 1]; Deng et al. start at 0.25")
+        check_fields(self, {"apfl_alpha": dict(low=0, high=1, hint="Deng et al. start at 0.25")})
 
 
 class APFL(Method):

@@ -32,6 +32,7 @@ import torch
 from torch import nn, Tensor
 
 from .. import aggregators
+from ..checks import check_fields, integer
 from ..engine import Batches, Params, train
 from ..models import make_model
 
@@ -52,19 +53,12 @@ class RunConfig:
     eval_every: int = 1
 
     def __post_init__(self):
-        for name in ("rounds", "local_epochs", "batch_size", "eval_every"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-                raise ValueError(f"{name}: {v!r} is not an integer >= 1")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or not 0 <= self.seed < 2**32:
-            raise ValueError(f"seed: {self.seed!r} is not an integer in [0, 2**32)")
-        if not 0 < self.client_fraction <= 1:
-            raise ValueError(f"client_fraction: {self.client_fraction!r} is outside (0, 1]; 1 trains every client "
-                             "every round")
-        if not self.lr > 0:
-            raise ValueError(f"lr: {self.lr!r} must be > 0; WAFFLe uses 0.04 (MNIST) and 0.02 (FMNIST)")
-        if not (self.momentum >= 0 and self.weight_decay >= 0):
-            raise ValueError(f"momentum and weight_decay must be >= 0, got {self.momentum!r} and {self.weight_decay!r}")
+        check_fields(self, {
+            "rounds": dict(low=1), "local_epochs": dict(low=1), "batch_size": dict(low=1), "eval_every": dict(low=1),
+            "seed": dict(low=0, high=2**32 - 1),
+            "client_fraction": dict(low=0, high=1, low_open=True, hint="1 trains every client every round"),
+            "lr": dict(low=0, low_open=True, hint="WAFFLe uses 0.04 (MNIST) and 0.02 (FMNIST)"),
+            "momentum": dict(low=0, high=1, high_open=True), "weight_decay": dict(low=0)})
 
 
 @dataclass
@@ -180,8 +174,7 @@ class Method:
 
 def check_target(target, num_clients: int | None = None) -> None:
     """A per-target method's agent: an integer index, below the number of clients when that is known."""
-    if isinstance(target, bool) or not isinstance(target, (int, np.integer)) or target < 0:
-        raise ValueError(f"target: {target!r} is not an agent index >= 0")
+    integer("target", target, low=0, hint="the index of the agent the model is for")
     if num_clients is not None and target >= num_clients:
         raise ValueError(f"target: {target} is not an agent of this data (it has {num_clients})")
 

@@ -8,12 +8,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..checks import check_fields
 from .base import Job, Method
 
 
 @dataclass
 class FedAvgParams:
     mu: float = 0.0               # FedProx's proximal weight; 0 is FedAvg
+
+    def __post_init__(self):
+        check_fields(self, {"mu": dict(low=0, hint="0 is FedAvg; FedProx's paper uses 0.001-1")})
 
 
 class FedAvg(Method):

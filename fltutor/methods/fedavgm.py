@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import torch
 
 from .. import aggregators
+from ..checks import check_fields
 from .base import Method, Round
 
 
@@ -20,10 +21,8 @@ class FedAvgMParams:
     server_lr: float = 1.0        # eta_g
 
     def __post_init__(self):
-        if not 0 <= self.server_momentum < 1:
-            raise ValueError(f"server_momentum: {self.server_momentum!r} is outside [0, 1); Hsu et al. use 0.9")
-        if not self.server_lr > 0:
-            raise ValueError(f"server_lr: {self.server_lr!r} must be > 0")
+        check_fields(self, {"server_momentum": dict(low=0, high=1, high_open=True, hint="Hsu et al. use 0.9"),
+                            "server_lr": dict(low=0, low_open=True)})
 
 
 class FedAvgM(Method):

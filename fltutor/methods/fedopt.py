@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import aggregators
+from ..checks import check_fields
 from .base import Round
 from .fedavg import FedAvg
 
@@ -29,10 +30,11 @@ class FedOptParams:
     mu: float = 0.0               # FedProx's proximal weight on the clients
 
     def __post_init__(self):
-        if self.aggregation not in AGGREGATIONS:
-            raise ValueError(f"aggregation: {self.aggregation!r} is unknown; choose one of {AGGREGATIONS}")
-        if not 0 <= self.tau <= 1:
-            raise ValueError(f"tau: {self.tau!r} is outside [0, 1]; the GMA paper uses 0.4")
+        check_fields(self, {
+            "server_opt": dict(allowed=aggregators.ServerOptimizer.KINDS), "aggregation": dict(allowed=AGGREGATIONS),
+            "server_lr": dict(low=0, low_open=True), "tau": dict(low=0, high=1, hint="the GMA paper uses 0.4"),
+            "beta1": dict(low=0, high=1, high_open=True), "beta2": dict(low=0, high=1, high_open=True),
+            "server_eps": dict(low=0, low_open=True, hint="Reddi et al. use 1e-3"), "mu": dict(low=0)})
         aggregators.ServerOptimizer(self.server_opt, self.server_lr, beta1=self.beta1, beta2=self.beta2,
                                     eps=self.server_eps)  # validates the optimizer settings
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import aggregators
+from ..checks import check_fields
 from .base import EvalModel, Job, Method
 
 
@@ -16,9 +17,7 @@ class FedPerParams:
     personal_layers: int = 1      # how many of the last layers stay on the client
 
     def __post_init__(self):
-        if isinstance(self.personal_layers, bool) or not isinstance(self.personal_layers, int) \
-                or self.personal_layers < 1:
-            raise ValueError(f"personal_layers: {self.personal_layers!r} is not an integer >= 1")
+        check_fields(self, {"personal_layers": dict(low=1)})
 
 
 def personal_keys(names, num_layers: int) -> list[str]:

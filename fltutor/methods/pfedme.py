@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from .. import aggregators
+from ..checks import check_fields
 from ..engine import broadcast, forward, keep_inactive, local_steps, row_loss
 from .base import EvalModel, Job, Method
 
@@ -26,11 +27,10 @@ class PFedMeParams:
     pfedme_beta: float = 1.0      # server mixing
 
     def __post_init__(self):
-        if isinstance(self.pfedme_steps, bool) or not isinstance(self.pfedme_steps, int) or self.pfedme_steps < 1:
-            raise ValueError(f"pfedme_steps: {self.pfedme_steps!r} is not an integer >= 1 (Dinh et al. use 5)")
-        if not (self.pfedme_lambda > 0 and self.pfedme_lr > 0 and 0 < self.pfedme_beta <= 2):
-            raise ValueError(f"pFedMe needs pfedme_lambda > 0, pfedme_lr > 0 and 0 < pfedme_beta <= 2; got "
-                             f"{self.pfedme_lambda}, {self.pfedme_lr}, {self.pfedme_beta} (Dinh et al.: 15, 0.1, 1)")
+        check_fields(self, {"pfedme_steps": dict(low=1, hint="Dinh et al. use 5"),
+                            "pfedme_lambda": dict(low=0, low_open=True, hint="Dinh et al. use 15"),
+                            "pfedme_lr": dict(low=0, low_open=True, hint="Dinh et al. use 0.1"),
+                            "pfedme_beta": dict(low=0, high=2, low_open=True, hint="Dinh et al. use 1")})
 
 
 class PFedMe(Method):

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import aggregators
+from ..checks import check_fields
 from ..engine import row_losses
 from .base import Job, Method, Round
 
@@ -18,8 +19,7 @@ class QFFLParams:
     q: float = 0.001              # fairness exponent (WAFFLe's experiments use 0.001)
 
     def __post_init__(self):
-        if not self.q >= 0:
-            raise ValueError(f"q: {self.q!r} must be >= 0 (q = 0 is FedAvg with equal client weights)")
+        check_fields(self, {"q": dict(low=0, hint="q = 0 is FedAvg with equal client weights")})
 
 
 class QFFL(Method):

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import torch
 
 from .. import aggregators
+from ..checks import option
 from ..engine import broadcast
 from .base import Job, Method, Round
 from .fedopt import FedOptParams, server_step
@@ -26,8 +27,7 @@ class ScaffoldParams(FedOptParams):
 
     def __post_init__(self):
         super().__post_init__()
-        if self.weighting not in ("samples", "uniform"):
-            raise ValueError(f"weighting: {self.weighting!r} is unknown; choose 'samples' or 'uniform'")
+        option("weighting", self.weighting, ("samples", "uniform"))
 
 
 def control_update(c_i, c, start, trained, n_steps, lr):

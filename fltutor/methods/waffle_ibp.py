@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from .. import aggregators, ibp
+from ..checks import check_fields
 from ..engine import broadcast
 from ..layers import factorized_layers, make_factorized_model
 from .base import EvalModel, Job, Method
@@ -51,19 +52,12 @@ class WaffleIBPParams:
     hard_selection: bool = False  # score seen clients with b = 1[pi > 0.5] instead of pi (a diagnostic)
 
     def __post_init__(self):
-        if self.selection not in SELECTIONS:
-            raise ValueError(f"selection: {self.selection!r} is unknown; choose one of {SELECTIONS}")
-        if self.selection_optimizer not in ("sgd", "adam"):
-            raise ValueError(f"selection_optimizer: {self.selection_optimizer!r} is unknown; choose 'sgd' or 'adam'")
-        if self.num_factors is not None and (isinstance(self.num_factors, bool) or not isinstance(self.num_factors, int)
-                                             or self.num_factors < 1):
-            raise ValueError(f"num_factors: {self.num_factors!r} is not None (the paper's F) or an integer >= 1")
-        if self.selection_lr is not None and not self.selection_lr > 0:
-            raise ValueError(f"selection_lr: {self.selection_lr!r} must be None (use lr) or > 0")
-        if not (self.alpha_ratio > 0 and self.temperature > 0 and self.kl_weight >= 0 and self.l1_weight >= 0):
-            raise ValueError(f"need alpha_ratio > 0, temperature > 0, kl_weight >= 0 and l1_weight >= 0; got "
-                             f"{self.alpha_ratio}, {self.temperature}, {self.kl_weight}, {self.l1_weight} "
-                             "(the paper's Table 9 uses alpha/F in 0.4..1)")
+        check_fields(self, {
+            "selection": dict(allowed=SELECTIONS), "selection_optimizer": dict(allowed=("sgd", "adam")),
+            "num_factors": dict(low=1, hint="None: the paper's F for the model"),
+            "selection_lr": dict(low=0, low_open=True, hint="None: the client lr"),
+            "alpha_ratio": dict(low=0, low_open=True, hint="the paper's Table 9 uses alpha/F in 0.4..1"),
+            "temperature": dict(low=0, low_open=True), "kl_weight": dict(low=0), "l1_weight": dict(low=0)})
 
 
 def init_private(widths: dict, num_clients: int, selection: str, alpha_ratio: float) -> dict:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from .. import aggregators
+from ..checks import check_fields
 from .base import Round, check_target
 from .scaffold import Scaffold
 
@@ -24,7 +25,8 @@ class WaffleWeightedParams:
     server_lr: float = 1.0        # eta_g
 
     def __post_init__(self):
-        check_target(self.target)
+        check_fields(self, {"target": dict(low=0), "delta_omega": dict(low=0, low_open=True, hint="the paper uses 3.2"),
+                            "server_lr": dict(low=0, low_open=True)})
 
 
 class WaffleWeighted(Scaffold):

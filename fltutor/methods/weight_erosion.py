@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import torch
 
 from .. import aggregators
+from ..checks import check_fields
 from .base import Method, Round, check_target
 
 
@@ -21,9 +22,8 @@ class WeightErosionParams:
     server_lr: float = 1.0
 
     def __post_init__(self):
-        check_target(self.target)
-        if not self.p_d >= 0:
-            raise ValueError(f"p_d: {self.p_d!r} must be >= 0; the paper uses 0.006-0.0088 on MNIST")
+        check_fields(self, {"target": dict(low=0), "server_lr": dict(low=0, low_open=True),
+                            "p_d": dict(low=0, hint="the paper uses 0.006-0.0088 on MNIST")})
 
 
 class WeightErosion(Method):

@@ -164,8 +164,8 @@ def test_masked_adaptive_run_resumes(tmp_path):
 @pytest.mark.parametrize("kw,match", [
     (dict(aggregation="median"), "aggregation"),
     (dict(tau=1.5), "tau"),
-    (dict(server_opt="rmsprop"), "unknown"),
-    (dict(server_lr=0.0), "server lr"),
+    (dict(server_opt="rmsprop"), "server_opt"),
+    (dict(server_lr=0.0), "server_lr"),
 ])
 def test_bad_parameters_are_rejected(kw, match):
     with pytest.raises(ValueError, match=match):
