@@ -8,8 +8,9 @@ its own slice. Each run's result equals running it alone.
 
 Every random choice is derived from (seed, round, client), so a run resumed from its
 checkpoint equals an uninterrupted one. What the server holds (``server.pt``: global models and
-server optimizer state), what the clients hold (``clients.pt``: their private state) and the
-experimenter's log (``log.pt``, ``results.json``: histories and evaluations) are separate files.
+server optimizer state), what each client holds (``clients/<k>.pt``: its private state) and the
+experimenter's log (``log.pt``, ``results.json``: histories and evaluations) are separate files,
+verified by checksum on load (``fltutor.checkpoint``); one process at a time writes a run folder.
 
 ``run`` and ``sweep`` are cached table cells: a finished cell is reloaded from
 ``out_root/cells/<name>-<key>/results.json``, where the key covers the method, every setting,
@@ -18,12 +19,13 @@ stale numbers.
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
+import inspect
 import json
 import math
 import os
-import tempfile
 import warnings
 from pathlib import Path
 from typing import Any, Sequence
@@ -34,17 +36,19 @@ from torch import nn, Tensor
 from tqdm.auto import tqdm
 
 from . import __version__, methods
+from .checkpoint import (CheckpointError, RunLock, atomic_torch_save, atomic_write_json, clean_stray,
+                         has_checkpoint, read_checkpoint, remove_checkpoint, write_checkpoint)
+from .checks import flag, integer
 from .data import FederatedData
 from .engine import Params, client_accuracy, client_generator, make_batches, resolve_device
+from .models import make_model
 from .methods.base import Job, Method, Round, RunConfig
 
 __all__ = ["Federation", "run", "sweep", "grid", "split_settings", "cell_key", "atomic_write_json",
-           "atomic_torch_save", "finished_results", "last_rounds_mean", "best", "code_version"]
+           "atomic_torch_save", "finished_results", "last_rounds_mean", "best", "code_version", "CheckpointError"]
 
 # settings that may differ between the runs of one sweep besides floats (which always may)
 SWEEPABLE_INTS = ("seed", "local_epochs", "target", "personal_layers")
-# settings that never change a run's numbers
-NOT_IN_KEY = ("eval_every",)
 
 
 # ---- settings ---------------------------------------------------------------------------------
@@ -90,58 +94,12 @@ def code_version() -> str:
 
 def cell_key(method: str, settings: dict, model_name: str, data: FederatedData) -> str:
     """12 hex digits naming everything that changes a run's numbers."""
-    s = {k: v for k, v in settings.items() if k not in NOT_IN_KEY}
-    blob = json.dumps({"method": method, "settings": s, "model": model_name, "data": data.fingerprint,
+    blob = json.dumps({"method": method, "settings": settings, "model": model_name, "data": data.fingerprint,
                        "code": code_version()}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
 # ---- files ---------------------------------------------------------------------------------------
-def _fsync_replace(tmp: str, path: Path) -> None:
-    os.replace(tmp, path)
-    try:
-        fd = os.open(path.parent, os.O_RDONLY)
-        os.fsync(fd)
-        os.close(fd)
-    except OSError:
-        pass
-
-
-def _json_safe(obj):
-    """Strict JSON: non-finite floats become None."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: _json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_json_safe(v) for v in obj]
-    return obj
-
-
-def atomic_write_json(path, obj) -> None:
-    """Write JSON so that readers see the old file or the new one, never half of one."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        json.dump(_json_safe(obj), f, indent=1, allow_nan=False)
-        f.flush()
-        os.fsync(f.fileno())
-    _fsync_replace(tmp, path)
-
-
-def atomic_torch_save(path, obj) -> None:
-    """torch.save through a temporary file in the same folder, fsync'ed, then renamed."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    with os.fdopen(fd, "wb") as f:
-        torch.save(obj, f)
-        f.flush()
-        os.fsync(f.fileno())
-    _fsync_replace(tmp, path)
-
-
 def finished_results(cell_dir, rounds: int) -> dict | None:
     """The results.json of a cell folder that already finished ``rounds`` rounds, else None."""
     if cell_dir is None:
@@ -149,8 +107,35 @@ def finished_results(cell_dir, rounds: int) -> dict | None:
     path = Path(cell_dir) / "results.json"
     if not path.exists():
         return None
-    done = json.loads(path.read_text())
+    try:
+        done = json.loads(path.read_text())
+    except ValueError as err:
+        raise CheckpointError(f"{path} is damaged ({err}); delete it (the cell is then resumed or rerun), "
+                              "or pass fresh=True") from None
     return done if done.get("rounds_done") == rounds or done.get("diverged") else None
+
+
+def check_model_fits(model, datas: Sequence[FederatedData], seed: int) -> None:
+    """Refuse, before any training, a model that cannot take the data's samples or predict all its labels."""
+    net = make_model(model, seed=seed) if isinstance(model, str) else copy.deepcopy(model)
+    name = model if isinstance(model, str) else type(model).__name__
+    needs = [q for q in inspect.signature(net.forward).parameters.values() if q.default is inspect.Parameter.empty]
+    if len(needs) != 1:   # a model that takes extra inputs (e.g. factor selections) is checked by its method
+        return
+    for d in datas:
+        shape = tuple(d.x.shape[1:])
+        try:
+            with torch.no_grad():
+                out = net.eval()(d.x[:2].float())                                         # (2, K)
+        except (RuntimeError, ValueError, TypeError) as err:
+            raise ValueError(f"model {name!r} cannot take this data's samples of shape {shape}: "
+                             f"{str(err).splitlines()[0]}. Use a model made for {shape} (fltutor.models: 'mlp', "
+                             "'cnn_fashion', 'lenet5' for (1, 28, 28), 'lenet5_rgb' for (3, 28, 28), 'cnn_cifar', "
+                             "'lenet5_cifar' for (3, 32, 32))") from None
+        top = int(max(d.y.max(), d.y_test.max() if d.y_test is not None and len(d.y_test) else 0))
+        if out.ndim != 2 or out.shape[1] <= top:
+            raise ValueError(f"model {name!r} outputs shape {tuple(out.shape[1:])} per sample, but the labels go up "
+                             f"to {top}; it needs at least {top + 1} class scores")
 
 
 # ---- metrics read off a history ---------------------------------------------------------------------
@@ -186,12 +171,14 @@ class Federation:
     settings (``RunConfig``) and the method's parameters. ``device``: "auto" (CUDA, MPS, CPU)
     or a device; ``dtype``: the compute dtype (float64 for exact comparisons); ``row_chunk``: how
     many rows train together (None: automatic, see ``default_row_chunk``; results do not depend on it).
+    ``out_dir``: where checkpoints go; a verified checkpoint there is resumed (``fresh=True``: deleted
+    instead), and one process at a time may run in it.
     """
 
     def __init__(self, model: nn.Module | str, data: FederatedData | Sequence[FederatedData],
                  method: str = "fedavg", *, runs: Sequence[dict] | None = None, device="auto",
                  dtype: torch.dtype = torch.float32, out_dir=None, checkpoint_every: int = 10,
-                 progress: bool = True, row_chunk: int | None = None, **settings):
+                 progress: bool = True, row_chunk: int | None = None, fresh: bool = False, **settings):
         runs = [{}] if runs is None else [dict(r) for r in runs]
         if not runs:
             raise ValueError("runs: a sweep needs at least one run; pass runs=None for a single run")
@@ -218,6 +205,7 @@ class Federation:
         self.device, self.dtype = resolve_device(device), dtype
         self.model_name = model if isinstance(model, str) else type(model).__name__
         self._model_spec = model
+        check_model_fits(model, self.datas, self.configs[0].seed)
         nets = [m.build_model(model, cfg.seed) for m, cfg in zip(self.methods, self.configs)]
         self.model = nets[0].to(self.device, dtype)
         # the data move to the device once; runs whose x differ (e.g. FedCMNIST's colours per seed) are
@@ -249,14 +237,18 @@ class Federation:
         self.histories: list[list[dict]] = [[] for _ in range(self.R)]
         self.diverged: list[dict | None] = [None] * self.R   # {round, client, where} of a run that diverged
         self.out_dir = None if out_dir is None else Path(out_dir)
-        self.checkpoint_every, self.progress = checkpoint_every, progress
+        self.checkpoint_every = integer("checkpoint_every", checkpoint_every, low=1)
+        self.progress = progress
         if row_chunk is not None and (isinstance(row_chunk, bool) or not isinstance(row_chunk, int) or row_chunk < 1):
             raise ValueError(f"row_chunk: {row_chunk!r} must be an integer >= 1 (rows trained together), or None "
                              "for automatic")
         self.row_chunk = default_row_chunk(self.model, self.device) if row_chunk is None else row_chunk
         self._hp_names = [k for k, v in self.settings[0].items()
                           if isinstance(v, (int, float)) and not isinstance(v, bool)]
-        if self.out_dir is not None and (self.out_dir / "server.pt").exists():
+        if flag("fresh", fresh) and self.out_dir is not None:
+            with RunLock(self.out_dir):
+                remove_checkpoint(self.out_dir)
+        if self.out_dir is not None and has_checkpoint(self.out_dir):
             self.load_checkpoint()
 
     @property
@@ -447,24 +439,29 @@ class Federation:
     # ---- running, checkpoints, results -------------------------------------------------------
     def run(self, rounds: int | None = None) -> list[list[dict]]:
         """Run until ``rounds`` (default: the config's) are done; returns every run's history."""
-        target = self.config.rounds if rounds is None else rounds
-        if target > self.config.rounds:
-            raise ValueError(f"run: asked for {target} rounds but the settings have rounds={self.config.rounds}; "
-                             "raise rounds")
-        desc = self.method_name + (f" x{self.R}" if self.R > 1 else "")
-        bar = tqdm(total=target, initial=self.round, desc=desc, disable=not self.progress, unit="round")
-        while self.round < target and self.live:
-            entries = self.run_round()
-            accs = [e["local_acc"] for e in entries if e is not None and e.get("local_acc") is not None]
-            post = {"local_acc": f"{np.mean(accs):.2f}"} if accs else {}
-            if len(self.live) < self.R:
-                post["diverged"] = f"{self.R - len(self.live)}/{self.R}"
-            bar.set_postfix(post)
-            bar.update(1)
-            if self.out_dir is not None and (self.round % self.checkpoint_every == 0 or self.round == target
-                                             or not self.live):
-                self.save_checkpoint()
-        bar.close()
+        target = self.config.rounds if rounds is None else integer("rounds", rounds, low=0, high=self.config.rounds,
+                                                                   hint="raise the rounds setting to train longer")
+        lock = RunLock(self.out_dir).acquire() if self.out_dir is not None else None
+        try:
+            if lock is not None:
+                clean_stray(self.out_dir)   # what a killed write left; safe now that this process holds the folder
+            desc = self.method_name + (f" x{self.R}" if self.R > 1 else "")
+            bar = tqdm(total=target, initial=self.round, desc=desc, disable=not self.progress, unit="round")
+            while self.round < target and self.live:
+                entries = self.run_round()
+                accs = [e["local_acc"] for e in entries if e is not None and e.get("local_acc") is not None]
+                post = {"local_acc": f"{np.mean(accs):.2f}"} if accs else {}
+                if len(self.live) < self.R:
+                    post["diverged"] = f"{self.R - len(self.live)}/{self.R}"
+                bar.set_postfix(post)
+                bar.update(1)
+                if lock is not None and (self.round % self.checkpoint_every == 0 or self.round == target
+                                         or not self.live):
+                    self.save_checkpoint()
+            bar.close()
+        finally:
+            if lock is not None:
+                lock.release()
         for i, d in enumerate(self.diverged):
             if d is not None:
                 what = f"run {i} ({self._describe(i)})" if self.R > 1 else f"{self.method_name} ({self._describe(i)})"
@@ -481,46 +478,44 @@ class Federation:
         return {"method": self.method_name, "settings": self.settings, "model": self.model_name,
                 "data": [d.fingerprint for d in self.datas]}
 
+    @property
+    def run_key(self) -> str:
+        """16 hex digits naming everything that changes this Federation's numbers (stored in its checkpoint)."""
+        blob = json.dumps(self._identity(), sort_keys=True, default=str)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
     def save_checkpoint(self) -> None:
-        """Atomically write server.pt (what the server holds), clients.pt (what the clients hold) and
-        log.pt + results.json (the experimenter's log: evaluations that read both)."""
+        """Write the checkpoint (``fltutor.checkpoint``): server.pt (what the server holds), clients/<k>.pt
+        (client k's private state, one file each), log.pt, then results.json (evaluations that read both)."""
         if self.out_dir is None:
             raise ValueError("save_checkpoint: this Federation has no out_dir; pass out_dir=... to create it")
-        self.out_dir.mkdir(parents=True, exist_ok=True)
         cpu = lambda t: {k: v.detach().cpu() for k, v in t.items()}  # noqa: E731
-        atomic_torch_save(self.out_dir / "clients.pt", {"identity": self._identity(), "round": self.round,
-                                                        "private": cpu(self.private), "seen": self.seen.cpu()})
-        atomic_torch_save(self.out_dir / "server.pt", {
-            "identity": self._identity(), "round": self.round, "global_params": cpu(self.global_params),
-            "server": [{k: v.cpu() if isinstance(v, Tensor) else v for k, v in s.items()} for s in self.server]})
-        atomic_torch_save(self.out_dir / "log.pt", {"identity": self._identity(), "round": self.round,
-                                                     "histories": self.histories, "diverged": self.diverged})
+        server = {"round": self.round, "global_params": cpu(self.global_params),
+                  "server": [{k: v.cpu() if isinstance(v, Tensor) else v for k, v in s.items()} for s in self.server]}
+        clients = [{"client": c, "round": self.round, "private": {k: v[:, c].detach().cpu().clone()
+                                                                  for k, v in self.private.items()},
+                    "seen": self.seen[:, c].cpu().clone()} for c in range(self.N)]   # (R, ...) per client
+        log = {"round": self.round, "histories": self.histories, "diverged": self.diverged}
+        write_checkpoint(self.out_dir, self.run_key, self.round, server, clients, log)
         for i, res in enumerate(self.results()):
             atomic_write_json(self.out_dir / (f"results-{i}.json" if self.R > 1 else "results.json"), res)
 
     def load_checkpoint(self) -> None:
-        """Resume from out_dir's server.pt and clients.pt, made by the same runs."""
-        paths = [self.out_dir / "server.pt", self.out_dir / "clients.pt", self.out_dir / "log.pt"]
-        srv, cli, log = (torch.load(p, weights_only=False, map_location="cpu") for p in paths)
-        mine = json.loads(json.dumps(self._identity(), default=str))
-        for p, st in zip(paths, (srv, cli, log)):
-            theirs = json.loads(json.dumps(st["identity"], default=str))
-            for s in theirs["settings"] + mine["settings"]:
-                for k in ("rounds",) + NOT_IN_KEY:  # a resumed run may train longer or evaluate more often
-                    s.pop(k, None)
-            if theirs != mine:
-                raise ValueError(f"checkpoint {p} was made by a different run; use a fresh out_dir or delete "
-                                 "server.pt and clients.pt to start over")
-        if not srv["round"] == cli["round"] == log["round"]:
-            raise ValueError(f"checkpoint: server.pt, clients.pt and log.pt are at rounds {srv['round']}, "
-                             f"{cli['round']} and {log['round']}; delete them in {self.out_dir} to start over")
-        self.round, self.histories = srv["round"], log["histories"]
+        """Resume from out_dir's verified checkpoint, made by the same runs (else ``CheckpointError``)."""
+        ck = read_checkpoint(self.out_dir, self.run_key)
+        srv, log = ck["server"], ck["log"]
+        self.round, self.histories = ck["round"], log["histories"]
         self.diverged = log.get("diverged", [None] * self.R)
         dev = lambda t: {k: v.to(self.device) for k, v in t.items()}  # noqa: E731
         self.global_params = dev(srv["global_params"])
         self.server = [{k: v.to(self.device) if isinstance(v, Tensor) else v for k, v in s.items()}
                        for s in srv["server"]]
-        self.private, self.seen = dev(cli["private"]), cli["seen"].to(self.device)
+        if len(ck["clients"]) != self.N:
+            raise CheckpointError(f"the checkpoint in {self.out_dir} has {len(ck['clients'])} client files for "
+                                  f"{self.N} clients; delete {self.out_dir} to start over")
+        for k, v in self.private.items():   # each client's file fills its own slot
+            v.copy_(torch.stack([c["private"][k] for c in ck["clients"]], dim=1))
+        self.seen = torch.stack([c["seen"] for c in ck["clients"]], dim=1).to(self.device)   # (R, N)
 
     def results(self) -> list[dict]:
         """Each run's results: settings, final accuracies, best and last-10 metrics, history."""
@@ -549,11 +544,12 @@ def _cell_dir(out_root, method, settings, model_name, data, label) -> Path:
 
 
 def sweep(model, data, method: str, runs: Sequence[dict], *, out_root=None, label: str = "", device="auto",
-          dtype=torch.float32, progress: bool = True, **settings) -> list[dict]:
+          dtype=torch.float32, progress: bool = True, fresh: bool = False, **settings) -> list[dict]:
     """Run, resume or reload R table cells as one batched sweep; returns each run's results.
 
     A cell that finished earlier (same settings, model, data and code) is reloaded; the others
-    train together. ``data`` is one FederatedData or one per run; ``label`` prefixes folder names.
+    train together. ``data`` is one FederatedData or one per run; ``label`` prefixes folder names;
+    ``fresh``: ignore finished cells and checkpoints and train every run from the start.
     """
     runs = [dict(r) for r in runs]
     datas = list(data) if isinstance(data, (list, tuple)) else [data] * len(runs)
@@ -567,7 +563,7 @@ def sweep(model, data, method: str, runs: Sequence[dict], *, out_root=None, labe
     if out_root is not None:
         for i, (f, d) in enumerate(zip(flats, datas)):
             dirs[i] = _cell_dir(out_root, method, f, model_name, d, label)
-            results[i] = finished_results(dirs[i], f["rounds"])
+            results[i] = None if flag("fresh", fresh) else finished_results(dirs[i], f["rounds"])
     todo = [i for i, r in enumerate(results) if r is None]
     if todo:
         out_dir = None
@@ -575,7 +571,7 @@ def sweep(model, data, method: str, runs: Sequence[dict], *, out_root=None, labe
             out_dir = dirs[todo[0]] if len(todo) == 1 else Path(out_root) / "sweeps" / hashlib.sha256(
                 "|".join(str(dirs[i]) for i in todo).encode()).hexdigest()[:12]
         fed = Federation(model, [datas[i] for i in todo], method, runs=[runs[i] for i in todo], device=device,
-                         dtype=dtype, out_dir=out_dir, progress=progress, **settings)
+                         dtype=dtype, out_dir=out_dir, progress=progress, fresh=fresh, **settings)
         fed.run()
         for i, res in zip(todo, fed.results()):
             results[i] = res
@@ -585,7 +581,7 @@ def sweep(model, data, method: str, runs: Sequence[dict], *, out_root=None, labe
 
 
 def run(model, data, method: str, *, out_root=None, label: str = "", device="auto", dtype=torch.float32,
-        progress: bool = True, **settings) -> dict:
+        progress: bool = True, fresh: bool = False, **settings) -> dict:
     """Run, resume or reload one table cell; returns its results (see ``Federation.results``)."""
     return sweep(model, data, method, [{}], out_root=out_root, label=label, device=device, dtype=dtype,
-                 progress=progress, **settings)[0]
+                 progress=progress, fresh=fresh, **settings)[0]

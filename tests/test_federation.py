@@ -9,6 +9,7 @@ import torch
 from fltutor import aggregators, federation, partition
 from fltutor.data import FederatedData, make_federated, standin
 from fltutor.engine import client_generator, train_client
+from fltutor.checkpoint import CheckpointError, read_checkpoint
 from fltutor.federation import Federation, grid
 from fltutor.models import make_model
 
@@ -144,7 +145,7 @@ def test_resume_equals_uninterrupted(tmp_path, fed, method, extra, runs):
     full.run()
     first = Federation("mlp", fed, method, runs=runs, out_dir=tmp_path, checkpoint_every=1, **F64, **settings)
     first.run(2)                                   # "interrupted" after two rounds
-    assert (tmp_path / "server.pt").exists() and (tmp_path / "clients.pt").exists()
+    assert read_checkpoint(tmp_path, parties=())["round"] == 2
     resumed = Federation("mlp", fed, method, runs=runs, out_dir=tmp_path, **F64, **settings)
     assert resumed.round == 2 and len(resumed.history) == 2
     resumed.run()
@@ -157,8 +158,9 @@ def test_resume_equals_uninterrupted(tmp_path, fed, method, extra, runs):
 
 def test_resume_refuses_a_different_run(tmp_path, fed):
     Federation("mlp", fed, "fedavg", out_dir=tmp_path, **F64, **BASE).run()
-    with pytest.raises(ValueError, match="different run"):
-        Federation("mlp", fed, "fedavg", out_dir=tmp_path, **F64, **{**BASE, "lr": 0.01})
+    for other in ({"lr": 0.01}, {"eval_every": 2}, {"rounds": BASE["rounds"] + 1}):
+        with pytest.raises(CheckpointError, match="different run"):
+            Federation("mlp", fed, "fedavg", out_dir=tmp_path, **F64, **{**BASE, **other})
 
 
 # ---- server.pt holds no client-private tensor ------------------------------------------------------------
@@ -203,8 +205,10 @@ def test_server_checkpoint_holds_no_private_tensor(tmp_path, fed, method, extra)
                       **{**BASE, "client_fraction": 1.0, **extra})
     fedn.run()
     assert fedn.private and bool(fedn.seen.all())
-    server = torch.load(tmp_path / "server.pt", weights_only=False, map_location="cpu")
-    clients = torch.load(tmp_path / "clients.pt", weights_only=False, map_location="cpu")
+    ck = read_checkpoint(tmp_path)
+    server, files = ck["server"], ck["clients"]
+    assert [f["client"] for f in files] == list(range(fedn.N))
+    clients = {"private": {k: torch.stack([f["private"][k] for f in files], dim=1) for k in fedn.private}}
     tensors, keys = _walk(server)
     # the check can see what is there: the global model is in server.pt
     assert _holds(tensors, fedn.run_params(1)["fc1.bias"].cpu())
@@ -216,6 +220,13 @@ def test_server_checkpoint_holds_no_private_tensor(tmp_path, fed, method, extra)
                 leak = _holds(tensors, v[r, c])
                 assert not leak, f"client {c}'s private {k} of run {r} is in server.pt at {leak}"
             assert not _holds(tensors, v[r])
+    # each client's file holds its own state and no other client's
+    for c, f in enumerate(files):
+        mine, _ = _walk(f)
+        for k, v in fedn.private.items():
+            for other in range(fedn.N if v.ndim > 2 else 0):
+                if other != c and not torch.equal(v[0, other], v[0, c]):
+                    assert not _holds(mine, v[0, other]), f"client {c}'s file holds client {other}'s {k}"
 
 
 # ---- cached table cells ---------------------------------------------------------------------------------
@@ -239,15 +250,15 @@ def test_run_reloads_a_finished_cell_and_keys_settings(tmp_path, fed, monkeypatc
         again = federation.run("mlp", fed, "fedavg", out_root=tmp_path, **F64, **BASE)
         assert time.perf_counter() - t0 < 5
         assert _norm(again) == _norm(first)
-        assert _norm(federation.run("mlp", fed, "fedavg", out_root=tmp_path, **F64, **{**BASE, "eval_every": 2})) \
-            == _norm(first)                                    # eval_every does not change the key
+        with pytest.raises(AssertionError, match="should have been reloaded"):   # eval_every changes "best"
+            federation.run("mlp", fed, "fedavg", out_root=tmp_path, **F64, **{**BASE, "eval_every": 2})
         with pytest.raises(AssertionError, match="should have been reloaded"):
             federation.run("mlp", fed, "fedavg", out_root=tmp_path, **F64, **{**BASE, "lr": 0.02})
         with pytest.raises(AssertionError, match="should have been reloaded"):
             federation.run("mlp", fed, "fedprox", out_root=tmp_path, **F64, **BASE)
     other = federation.run("mlp", fed, "fedavg", out_root=tmp_path, **F64, **{**BASE, "lr": 0.02})
     assert other["settings"]["lr"] == 0.02 and other["final"] != first["final"]
-    assert len(list((tmp_path / "cells").iterdir())) == 2
+    assert len(list((tmp_path / "cells").glob("*/results.json"))) == 2
     assert first["rounds_done"] == BASE["rounds"] and first["final"]["local_acc"] is not None
 
 
@@ -327,7 +338,7 @@ def test_data_of_a_sweep_must_match_its_runs(fed, monkeypatch):
     small = _fed(num_clients=6)
     with pytest.raises(ValueError, match="same number of clients"):
         Federation("mlp", [fed, small], "fedavg", runs=grid(seed=[0, 1]), **F64, **BASE)
-    with pytest.raises(ValueError, match="raise rounds"):
+    with pytest.raises(ValueError, match="rounds: got 3"):
         Federation("mlp", fed, "fedavg", **F64, **BASE).run(BASE["rounds"] + 1)
 
 

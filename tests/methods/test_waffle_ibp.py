@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from fltutor import ibp, layers, scenarios
 from fltutor.data import standin
 from fltutor.engine import batch_schedule, client_generator
+from fltutor.checkpoint import CheckpointError, read_checkpoint
 from fltutor.federation import Federation
 from fltutor.methods.base import Round
 
@@ -191,10 +192,10 @@ def test_private_state_never_reaches_the_server(method, monkeypatch, tmp_path):
     for k, v in fed.private.items():  # trained on the cohort's devices, untouched elsewhere
         assert not torch.equal(v[0, cohort], before[k][0, cohort])
         assert torch.equal(v[0, others], before[k][0, others])
-    # the server's checkpoint holds no private state either: that lives in clients.pt
+    # the server's checkpoint holds no private state either: that lives in each client's clients/<k>.pt
     fed.save_checkpoint()
-    srv = torch.load(tmp_path / "server.pt", weights_only=False)
-    cli = torch.load(tmp_path / "clients.pt", weights_only=False)
+    ck = read_checkpoint(tmp_path)
+    srv, cli = ck["server"], ck["clients"][cohort[0]]
     assert set(cli["private"]) == set(fed.private)
     keys, tensors = [], []
 
@@ -293,7 +294,7 @@ def test_resume_equals_uninterrupted(tmp_path):
         assert torch.equal(full.private[k], resumed.private[k])
     assert torch.equal(full.seen, resumed.seen)
     assert resumed.history == full.history
-    with pytest.raises(ValueError, match="different run"):
+    with pytest.raises(CheckpointError, match="different run"):
         _fed(data, out_dir=tmp_path, **{**kw, "kl_weight": 0.5})
 
 

@@ -1,0 +1,147 @@
+"""Bad run settings and method parameters are refused before any training, and the error names
+the setting (one table; the rule is general: every float is finite, every integer an integer,
+every bool a bool, numbers written as strings are refused)."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from fltutor import checks, data, partition
+from fltutor.federation import Federation, sweep
+from fltutor.methods import get, names
+from fltutor.methods.base import RunConfig
+
+
+@pytest.fixture(scope="module")
+def fed():
+    tr, te = data.standin("mnist", 120, seed=0), data.standin("mnist", 40, train=False, seed=0)
+    return data.make_federated(tr, partition.iid(tr.y.numpy(), 4, seed=0), test_fraction=0.25, seed=0, test_set=te)
+
+
+BAD = [
+    # (method, setting, value, words the message must hold besides the setting's name)
+    ("fedavg", "lr", True, "bool"), ("fedavg", "lr", "1e-3", "1.0e-3"), ("fedavg", "lr", "0.1", "string"),
+    ("fedavg", "lr", math.nan, "NaN"), ("fedavg", "lr", math.inf, "finite"), ("fedavg", "lr", 0.0, "> 0"),
+    ("fedavg", "lr", -0.1, "> 0"), ("fedavg", "lr", None, "number"), ("fedavg", "lr", torch.tensor(0.1), "torch"),
+    ("fedavg", "momentum", -0.5, "[0, 1)"), ("fedavg", "momentum", 1.0, "[0, 1)"),
+    ("fedavg", "weight_decay", -1e-4, ">= 0"), ("fedavg", "weight_decay", math.inf, "finite"),
+    ("fedavg", "seed", None, "integer"), ("fedavg", "seed", 1.0, "integer"), ("fedavg", "seed", -1, "[0, "),
+    ("fedavg", "seed", 2**32, "4294967295"), ("fedavg", "seed", True, "bool"), ("fedavg", "seed", "3", "string"),
+    ("fedavg", "rounds", 0, ">= 1"), ("fedavg", "rounds", 2.0, "integer"), ("fedavg", "rounds", "10", "string"),
+    ("fedavg", "local_epochs", 0, ">= 1"), ("fedavg", "batch_size", False, "bool"),
+    ("fedavg", "eval_every", 0, ">= 1"), ("fedavg", "client_fraction", 0.0, "(0, 1]"),
+    ("fedavg", "client_fraction", 1.5, "(0, 1]"), ("fedavg", "client_fraction", math.nan, "NaN"),
+    ("fedprox", "mu", -1.0, ">= 0"), ("fedprox", "mu", math.nan, "NaN"), ("fedprox", "mu", "0.01", "string"),
+    ("qffl", "q", math.inf, "finite"), ("qffl", "q", -0.1, ">= 0"),
+    ("fedavgm", "server_momentum", 1.0, "[0, 1)"), ("fedavgm", "server_lr", 0.0, "> 0"),
+    ("fedopt", "tau", 1.5, "[0, 1]"), ("fedopt", "aggregation", "gma ", "['mean', 'gma', 'and']"),
+    ("fedopt", "server_opt", "rmsprop", "adam"), ("fedadam", "server_eps", 0.0, "> 0"),
+    ("fedadam", "beta1", 1.0, "[0, 1)"), ("fedyogi", "beta2", -0.1, "[0, 1)"), ("fedadam", "beta2", math.nan, "NaN"),
+    ("fedadam", "server_lr", math.inf, "finite"),
+    ("scaffold", "weighting", "equal", "samples"),
+    ("fedper", "personal_layers", 0, ">= 1"), ("fedper", "personal_layers", 1.5, "integer"),
+    ("pfedme", "pfedme_steps", 0, ">= 1"), ("pfedme", "pfedme_lambda", 0.0, "> 0"),
+    ("pfedme", "pfedme_beta", 3.0, "(0, 2]"), ("pfedme", "pfedme_lr", math.inf, "finite"),
+    ("apfl", "apfl_alpha", 1.5, "[0, 1]"), ("apfl", "apfl_alpha", "0.25", "string"),
+    ("weight_erosion", "target", -1, ">= 0"), ("weight_erosion", "target", True, "bool"),
+    ("weight_erosion", "target", 1.0, "integer"), ("weight_erosion", "p_d", -0.1, ">= 0"),
+    ("waffle_weighted", "delta_omega", 0.0, "> 0"), ("waffle_weighted", "target", None, "integer"),
+    ("waffle_ibp", "temperature", 0.0, "> 0"), ("waffle_ibp", "temperature", math.inf, "finite"),
+    ("waffle_ibp", "alpha_ratio", math.nan, "NaN"), ("waffle_ibp", "kl_weight", -1.0, ">= 0"),
+    ("waffle_ibp", "num_factors", 0, ">= 1"), ("waffle_ibp", "num_factors", 2.5, "integer"),
+    ("waffle_ibp", "selection_lr", 0.0, "> 0"), ("waffle_ibp", "hard_selection", "yes", "True or False"),
+    ("waffle_ibp", "hard_selection", 1, "True or False"), ("waffle_ibp", "selection", "l2", "ibp"),
+    ("waffle_ibp", "selection_optimizer", "rmsprop", "adam"),
+]
+
+
+@pytest.mark.parametrize("method,setting,value,words", BAD, ids=[f"{m}-{s}-{v!r}" for m, s, v, _ in BAD])
+def test_a_bad_setting_is_refused_before_training_and_named(fed, monkeypatch, method, setting, value, words):
+    monkeypatch.setattr(Federation, "run_round", lambda self: pytest.fail("trained despite a bad setting"))
+    with pytest.raises(ValueError) as err:
+        Federation("mlp", fed, method, device="cpu", progress=False, **{setting: value}).run()
+    msg = str(err.value)
+    assert msg.startswith(f"{setting}: got "), msg
+    assert words in msg, msg
+
+
+def test_every_float_and_int_setting_of_every_method_refuses_nan_bools_and_numeric_strings():
+    """The class, not only the table's examples: every numeric field of every method's dataclasses."""
+    import dataclasses
+    import typing
+    seen = 0
+    for name in names():
+        cls, preset = get(name)
+        for dc in (RunConfig, cls.Params):
+            if dc is None:
+                continue
+            hints = typing.get_type_hints(dc)
+            for f in dataclasses.fields(dc):
+                tp, _ = checks._unwrap_optional(hints[f.name])
+                if tp not in (int, float):
+                    continue
+                bad = [True, "1", None if f.default is not None else "x"] + ([math.nan, math.inf] if tp is float else [1.5])
+                for v in bad:
+                    kw = {} if dc is RunConfig else preset
+                    with pytest.raises(checks.SettingError, match=f"^{f.name}: got"):
+                        dc(**{**kw, f.name: v})
+                    seen += 1
+    assert seen > 150
+
+
+def test_yaml_style_exponent_strings_get_the_yaml_hint():
+    with pytest.raises(ValueError, match=r"PyYAML reads 1e-3 as a string"):
+        RunConfig(lr="1e-3")
+
+
+def test_numbers_of_other_types_are_accepted_and_normalised():
+    cfg = RunConfig(lr=np.float32(0.05), seed=np.int64(3), rounds=np.int32(2), client_fraction=1)
+    assert type(cfg.lr) is float and type(cfg.seed) is int and type(cfg.rounds) is int
+    assert type(cfg.client_fraction) is float and cfg.client_fraction == 1.0
+
+
+@pytest.mark.parametrize("kwargs,words", [
+    (dict(method="fedavgg"), "fedavgg"),
+    (dict(lrr=0.1), "lrr"),
+    (dict(method="fedavg", mu=0.1), "mu"),                  # a FedProx parameter on plain FedAvg? allowed
+    (dict(checkpoint_every=0), "checkpoint_every"),
+    (dict(row_chunk=0), "row_chunk"),
+    (dict(method="weight_erosion", target=4, client_fraction=1.0), "target"),     # 4 clients: agents 0..3
+    (dict(method="weight_erosion", client_fraction=0.5), "client_fraction"),     # every agent trains every round
+    (dict(runs=[]), "runs"),
+    (dict(runs=[{"batch_size": 8}, {"batch_size": 16}]), "batch_size"),
+    (dict(fresh="yes"), "fresh"),
+])
+def test_federation_arguments_are_checked(fed, kwargs, words):
+    kwargs = dict(kwargs)
+    method = kwargs.pop("method", "fedavg")
+    if words == "mu":        # FedAvg's parameters include mu (FedProx = FedAvg with mu > 0): not an error
+        Federation("mlp", fed, method, device="cpu", progress=False, **kwargs)
+        return
+    with pytest.raises(ValueError, match=words):
+        Federation("mlp", fed, method, device="cpu", progress=False, out_dir=None, **kwargs)
+
+
+def test_a_model_that_does_not_fit_the_data_names_both_shapes():
+    tr = data.standin("cifar10", 40, seed=0)
+    fed = data.make_federated(tr, partition.iid(tr.y.numpy(), 2, seed=0), test_fraction=0.25, seed=0)
+    with pytest.raises(ValueError, match=r"'mlp' cannot take this data's samples of shape \(3, 32, 32\).*784"):
+        Federation("mlp", fed, "fedavg", device="cpu", progress=False)
+    with pytest.raises(ValueError, match=r"'lenet5' cannot take .*\(3, 32, 32\).*1 channels"):
+        Federation("lenet5", fed, "waffle_ibp", device="cpu", progress=False)
+
+
+def test_labels_beyond_the_models_classes_are_refused(fed):
+    y = fed.y.clone()
+    y[fed.train[0][0]] = 12
+    bad = data.FederatedData(fed.x, y, fed.train, fed.test)
+    with pytest.raises(ValueError, match="labels go up to 12"):
+        Federation("mlp", bad, "fedavg", device="cpu", progress=False)
+
+
+def test_sweep_refuses_bad_settings_before_training(fed, tmp_path, monkeypatch):
+    monkeypatch.setattr(Federation, "run_round", lambda self: pytest.fail("trained despite a bad setting"))
+    with pytest.raises(ValueError, match="^lr: got"):
+        sweep("mlp", fed, "fedavg", [{"lr": 0.1}, {"lr": "0.2"}], out_root=tmp_path, device="cpu", progress=False)
+    assert not (tmp_path / "cells").exists() or not list((tmp_path / "cells").glob("*/results.json"))
