@@ -23,6 +23,7 @@ from torch import Tensor
 
 from . import data as fdata
 from . import partition
+from .checks import integer, number, option
 from .data import FederatedData, make_federated
 
 __all__ = ["WAFFLE_IBP_SETTINGS", "waffle_ibp_data", "SKEWS", "TRAIN_HUES", "TEST_HUES", "GMA_SETTINGS",
@@ -45,8 +46,8 @@ def waffle_ibp_data(dataset: str, mode: str, *, seed: int, groups=None, shards_p
     unimodal split uses the same total number of clients, so the two modes differ only in
     how classes are grouped. The paper does not give the local test fraction; we use 0.2.
     """
-    if mode not in ("unimodal", "multimodal"):
-        raise ValueError(f"mode must be 'unimodal' or 'multimodal', got {mode!r}")
+    option("mode", mode, ("unimodal", "multimodal"))
+    integer("seed", seed, low=0, high=2**32 - 1)
     key = fdata._canonical(dataset)
     groups = partition.MULTIMODAL_PRESETS[key] if groups is None else [(tuple(c), int(n)) for c, n in groups]
     train = fdata.load(key, train=True, root=root, download=download) if train_set is None else train_set
@@ -100,10 +101,13 @@ def gma_data(dataset: str, skew: str, num_clients: int, *, seed: int, root=None,
              train_set=None, test_set=None, spurious: float = 0.9, num_test_clients: int = 10,
              beta: float = 0.5, test_fraction: float = 0.1) -> FederatedData:
     """One of GMA's federated splits; see the module docstring for ``skew``."""
-    if skew not in SKEWS:
-        raise ValueError(f"skew {skew!r} is unknown; choose one of {SKEWS}")
-    if not 0 <= spurious <= 1:
-        raise ValueError(f"spurious must be a probability in [0, 1], got {spurious}")
+    option("skew", skew, SKEWS)
+    integer("seed", seed, low=0, high=2**32 - 1)
+    integer("num_clients", num_clients, low=1)
+    integer("num_test_clients", num_test_clients, low=0)
+    number("spurious", spurious, low=0, high=1, hint="the probability that a sample's colour follows its label")
+    number("beta", beta, low=0, low_open=True, hint="the GMA paper uses 0.5")
+    number("test_fraction", test_fraction, low=0, high=1, low_open=True, high_open=True)
     train_set = fdata.load(dataset, train=True, root=root, download=download) if train_set is None else train_set
     test_set = fdata.load(dataset, train=False, root=root, download=download) if test_set is None else test_set
     y = train_set.y.numpy()
@@ -163,8 +167,10 @@ def waffle_weighted_data(dataset: str, distribution: str, *, seed: int, num_agen
     its train and test samples with its own random permutation of the classes.
     ``max_train_per_agent`` keeps a random subset of each agent's training samples.
     """
-    if distribution not in partition.DISTRIBUTIONS:
-        raise ValueError(f"distribution {distribution!r} is unknown; choose one of {list(partition.DISTRIBUTIONS)}")
+    option("distribution", distribution, list(partition.DISTRIBUTIONS))
+    integer("seed", seed, low=0, high=2**32 - 1)
+    integer("num_agents", num_agents, low=2, hint="the paper uses 10")
+    integer("max_train_per_agent", max_train_per_agent, low=1, optional=True)
     train_set = fdata.load(dataset, train=True, root=root, download=download) if train_set is None else train_set
     test_set = fdata.load(dataset, train=False, root=root, download=download) if test_set is None else test_set
     props = partition.DISTRIBUTIONS[distribution]

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from fltutor import checks, data, partition
+from fltutor import checks, data, partition, scenarios
 from fltutor.federation import Federation, sweep
 from fltutor.methods import get, names
 from fltutor.methods.base import RunConfig
@@ -145,3 +145,23 @@ def test_sweep_refuses_bad_settings_before_training(fed, tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="^lr: got"):
         sweep("mlp", fed, "fedavg", [{"lr": 0.1}, {"lr": "0.2"}], out_root=tmp_path, device="cpu", progress=False)
     assert not (tmp_path / "cells").exists() or not list((tmp_path / "cells").glob("*/results.json"))
+
+
+SCENARIO_BAD = [
+    (lambda: scenarios.waffle_ibp_data("mnist", "bimodal", seed=0), "mode"),
+    (lambda: scenarios.waffle_ibp_data("mnist", "unimodal", seed=None), "seed"),
+    (lambda: scenarios.gma_data("mnist", "colour", 10, seed=0), "skew"),
+    (lambda: scenarios.gma_data("mnist", "label", 10, seed=0, spurious=1.5), "spurious"),
+    (lambda: scenarios.gma_data("mnist", "label", 10, seed=0, beta=float("inf")), "beta"),
+    (lambda: scenarios.gma_data("mnist", "label", "10", seed=0), "num_clients"),
+    (lambda: scenarios.waffle_weighted_data("mnist", "D", seed=0), "distribution"),
+    (lambda: scenarios.waffle_weighted_data("mnist", "B", seed=0, num_agents=1), "num_agents"),
+    (lambda: scenarios.waffle_weighted_data("mnist", "B", seed=1.0), "seed"),
+]
+
+
+@pytest.mark.parametrize("call,setting", SCENARIO_BAD, ids=[s for _, s in SCENARIO_BAD])
+def test_scenario_arguments_are_checked_before_loading_data(call, setting, monkeypatch):
+    monkeypatch.setattr(data, "load", lambda *a, **k: pytest.fail("loaded data despite a bad argument"))
+    with pytest.raises(ValueError, match=f"^{setting}: got"):
+        call()
