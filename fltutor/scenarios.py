@@ -132,7 +132,7 @@ def gma_data(dataset: str, skew: str, num_clients: int, *, seed: int, root=None,
         x = colorize(x, torch.as_tensor(hues), dataset=dataset)
         yt = test_set.y.numpy()
         test_hues = np.zeros(len(yt))
-        for part in partition.iid(yt, num_test_clients, seed=seed + 1):
+        for part in partition.iid(yt, num_test_clients, seed=(seed + 1) % 2**32):
             test_hues[part] = _palette_hues(rng, *TEST_HUES, yt[part], spurious)
         x_test = colorize(x_test, torch.as_tensor(test_hues), dataset=dataset)
     tr, te = partition.split_train_test(parts, test_fraction, seed=seed)
@@ -175,7 +175,7 @@ def waffle_weighted_data(dataset: str, distribution: str, *, seed: int, num_agen
     test_set = fdata.load(dataset, train=False, root=root, download=download) if test_set is None else test_set
     props = partition.DISTRIBUTIONS[distribution]
     tr = partition.label_distribution(train_set.y, num_agents, props, seed=seed)
-    te = partition.label_distribution(test_set.y, num_agents, props, seed=seed + 1)
+    te = partition.label_distribution(test_set.y, num_agents, props, seed=(seed + 1) % 2**32)
     if max_train_per_agent is not None:
         rng = np.random.default_rng([seed, 7])
         tr = [np.sort(rng.choice(p, size=min(len(p), max_train_per_agent), replace=False)) for p in tr]

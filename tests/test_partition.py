@@ -94,12 +94,12 @@ def test_dirichlet_quantity_sizes(labels):
     parts = P.dirichlet_quantity(len(labels), 8, 0.5, seed=0)
     assert_disjoint(parts, len(labels))
     assert sum(map(len, parts)) == len(labels) and min(map(len, parts)) >= 1
-    with pytest.raises(ValueError, match="beta must be > 0"):
+    with pytest.raises(ValueError, match=r"beta: got 0.0; expected a finite number > 0"):
         P.dirichlet_quantity(100, 5, 0.0, seed=0)
 
 
 def test_dirichlet_label_bad_alpha(labels):
-    with pytest.raises(ValueError, match="alpha must be > 0"):
+    with pytest.raises(ValueError, match=r"alpha: got -1.0; expected a finite number > 0"):
         P.dirichlet_label(labels, 5, -1.0, seed=0)
 
 
@@ -141,3 +141,42 @@ def test_labels_must_be_1d_integers():
         P.iid(np.zeros((4, 4), int), 2, seed=0)
     with pytest.raises(ValueError, match="integer"):
         P.iid(np.zeros(4), 2, seed=0)
+
+
+def test_dirichlet_label_resamples_until_no_client_is_empty(labels):
+    # one Dir(0.05) draw over 20 clients leaves some client empty; the partitioner draws again
+    parts = P.dirichlet_label(labels, 20, 0.05, seed=0)
+    assert len(parts) == 20 and min(map(len, parts)) >= 1
+    assert_disjoint(parts, len(labels))
+    assert sum(map(len, parts)) == len(labels)
+    assert all(np.array_equal(a, b) for a, b in zip(parts, P.dirichlet_label(labels, 20, 0.05, seed=0)))
+    assert min(map(len, P.dirichlet_label(labels, 20, 0.5, seed=0, min_size=10))) >= 10
+
+
+def test_dirichlet_label_keeps_a_first_draw_that_fills_every_client(labels):
+    # the split of one Dir(alpha) draw by hand: a seed whose first draw is fine gives the same split as before
+    rng = np.random.default_rng(3)
+    buckets = [[] for _ in range(10)]
+    for c in range(10):
+        idx = rng.permutation(np.flatnonzero(labels == c))
+        cuts = (np.cumsum(rng.dirichlet(np.full(10, 0.5)))[:-1] * len(idx)).astype(np.int64)
+        for k, chunk in enumerate(np.split(idx, cuts)):
+            buckets[k].append(chunk)
+    by_hand = [np.sort(np.concatenate(b)) for b in buckets]
+    assert min(map(len, by_hand)) >= 1
+    assert all(np.array_equal(a, b) for a, b in zip(P.dirichlet_label(labels, 10, 0.5, seed=3), by_hand))
+
+
+def test_label_distribution_warns_about_classes_no_client_wants():
+    y = np.repeat(np.arange(10), 40)
+    with pytest.warns(UserWarning, match=r"classes \[5, 6, 7, 8, 9\].*200 samples are left out"):
+        parts = P.label_distribution(y, 2, P.DISTRIBUTIONS["B"], seed=0)
+    assert_disjoint(parts, len(y))
+    np.testing.assert_array_equal(np.sort(np.concatenate(parts)), np.flatnonzero(y < 5))
+
+
+def test_label_distribution_accepts_labels_without_the_last_classes():
+    y = np.repeat(np.arange(5), 20)  # classes 5..9 absent: each client still gets classes 0..4
+    parts = P.label_distribution(y, 10, P.DISTRIBUTIONS["A"], seed=0)
+    assert min(map(len, parts)) >= 1 and sum(map(len, parts)) == len(y)
+    assert_disjoint(parts, len(y))
