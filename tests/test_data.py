@@ -49,12 +49,16 @@ def test_env_variable_is_used(tiny_mnist_root, monkeypatch):
 
 
 @pytest.mark.parametrize("name", ["mnist", "fashionmnist"])
-def test_bundled_fallback_warns_and_is_stratified(tmp_path, name):
+def test_bundled_fallback_warns_and_is_stratified(tmp_path, monkeypatch, name):
+    # the fallback happens only when nothing was asked for: no root, no FLTUTOR_DATA, no download,
+    # and the repository's data/ holds no folder for the dataset
+    monkeypatch.setattr(data, "REPO_DATA", tmp_path)
+    monkeypatch.delenv("FLTUTOR_DATA", raising=False)
     with pytest.warns(UserWarning, match="bundled subset"):
-        train = data.load(name, root=tmp_path)
+        train = data.load(name)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        test = data.load(name, train=False, root=tmp_path)
+        test = data.load(name, train=False)
     assert train.source == "bundled" and train.x.shape == (6000, 1, 28, 28)
     assert np.bincount(train.y.numpy()).tolist() == [600] * 10
     assert len(test) == 10000  # the whole official test split
@@ -69,7 +73,7 @@ def test_missing_everywhere_names_the_fix(tmp_path):
 
 
 def test_unknown_dataset():
-    with pytest.raises(ValueError, match="choose one of"):
+    with pytest.raises(ValueError, match=r"dataset: got the string 'svhn'; expected one of \['cifar10', 'fashionmnist', 'mnist'\]"):
         data.load("svhn")
 
 

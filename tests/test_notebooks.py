@@ -18,7 +18,7 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 @pytest.fixture(scope="module")
 def cli_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("nb")
-    env = {**os.environ, "FLTUTOR_DATA": str(out / "no-full-data")}  # force the bundled subsets
+    env = {**os.environ, "FLTUTOR_DATA": "bundled"}  # the bundled subsets, whatever data/ holds
     proc = subprocess.run(
         [sys.executable, "-m", "fltutor", "run", "--out", str(out), "--no-progress",
          "-p", "run_root", str(out / "runs")],
