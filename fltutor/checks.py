@@ -73,7 +73,7 @@ def number(name: str, value, *, low=None, high=None, low_open: bool = False, hig
     if value is None and optional:
         return None
     rng = _range_text(low, high, low_open, high_open)
-    expected = f"a finite number {rng}" + (" or None" if optional else "")
+    expected = ("a finite number" + ("" if rng == "finite" else f" {rng}")) + (" or None" if optional else "")
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
         raise _type_error(name, value, expected, hint)
     v = float(value)

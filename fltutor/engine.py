@@ -63,7 +63,8 @@ def client_generator(seed: int, round_: int, client: int) -> torch.Generator:
     uninterrupted one and a row's result does not depend on the other rows.
     """
     g = torch.Generator()
-    g.manual_seed((seed * 1_000_003 + round_) * 1_000_003 + client)
+    # mod 2**63 keeps torch's seed range for every seed < 2**32 and leaves smaller keys (seed < ~9e6) as they were
+    g.manual_seed(((seed * 1_000_003 + round_) * 1_000_003 + client) % 2**63)
     return g
 
 

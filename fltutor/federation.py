@@ -122,11 +122,12 @@ def check_model_fits(model, datas: Sequence[FederatedData], seed: int) -> None:
     needs = [q for q in inspect.signature(net.forward).parameters.values() if q.default is inspect.Parameter.empty]
     if len(needs) != 1:   # a model that takes extra inputs (e.g. factor selections) is checked by its method
         return
+    dtype = next((p.dtype for p in net.parameters()), torch.float32)
     for d in datas:
         shape = tuple(d.x.shape[1:])
         try:
             with torch.no_grad():
-                out = net.eval()(d.x[:2].float())                                         # (2, K)
+                out = net.eval()(d.x[:2].to(dtype))                                      # (2, K)
         except (RuntimeError, ValueError, TypeError) as err:
             raise ValueError(f"model {name!r} cannot take this data's samples of shape {shape}: "
                              f"{str(err).splitlines()[0]}. Use a model made for {shape} (fltutor.models: 'mlp', "

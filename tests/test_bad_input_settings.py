@@ -165,3 +165,17 @@ def test_scenario_arguments_are_checked_before_loading_data(call, setting, monke
     monkeypatch.setattr(data, "load", lambda *a, **k: pytest.fail("loaded data despite a bad argument"))
     with pytest.raises(ValueError, match=f"^{setting}: got"):
         call()
+
+
+def test_the_shape_check_accepts_a_float64_module(fed):
+    from fltutor.models import make_model
+    net = make_model("mlp", seed=0).double()
+    Federation(net, fed, "fedavg", device="cpu", dtype=torch.float64, progress=False)
+
+
+def test_the_largest_seed_runs(fed):
+    fl = Federation("mlp", fed, "fedavg", device="cpu", progress=False, rounds=1, local_epochs=1, seed=2**32 - 1)
+    fl.run()
+    assert fl.history[0]["local_acc"] is not None
+    with pytest.raises(checks.SettingError, match="expected a finite number\\. NaN"):
+        checks.number("x", float("nan"))
