@@ -3,12 +3,20 @@
 Runs the numbered notebooks headless through papermill (kernel ``python3``, working
 directory ``notebooks/``), each writing its executed copy and ``results.json`` under DIR,
 then prints every notebook's summary rows: our numbers beside the paper's.
+
+Before anything runs, every given parameter is checked against the notebook's parameters cell
+(``papermill.inspect_notebook``): a name the notebook does not have, or a value that does not fit
+the default's type, is an error (exit status 2) that names the parameter. Values are YAML, read so
+that ``1e-3`` is a float (YAML 1.1 makes it a string). A notebook records the runs that diverged in
+its results.json (``"diverged"``); the CLI prints one line for each and exits with status 3.
 """
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -17,8 +25,59 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
+EXIT_DIVERGED = 3
+SET_BY_CLI = ("out_dir",)
 
 
+class CLIError(Exception):
+    """A usage error: printed as one paragraph after the usage line, exit status 2, no traceback."""
+
+
+# ---- YAML values ---------------------------------------------------------------------------------
+class ConfigLoader(yaml.SafeLoader):
+    """PyYAML's SafeLoader, except that 1e-3 and 5e-4 are floats (as in YAML 1.2), not strings."""
+
+
+ConfigLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+                   |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+                   |\.[0-9_]+(?:[eE][-+]?[0-9]+)?
+                   |[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+\.[0-9_]*
+                   |[-+]?\.(?:inf|Inf|INF)
+                   |\.(?:nan|NaN|NAN))$""", re.X),
+    list("-+0123456789."))
+
+
+def read_yaml(text: str, source: str):
+    """Parse YAML with ConfigLoader; a syntax error becomes a CLIError naming ``source``."""
+    try:
+        return yaml.load(text, Loader=ConfigLoader)
+    except yaml.YAMLError as err:
+        raise CLIError(f"{source}: not valid YAML ({' '.join(str(err).split())})") from None
+
+
+def parse_value(name: str, text: str):
+    """One ``-p NAME VALUE``: '0.1' -> 0.1, '1e-3' -> 0.001, 'true' -> True, '[1, 2]' -> a list."""
+    return read_yaml(text, f"-p {name} {text!r}")
+
+
+def load_config(path: str) -> dict:
+    """A flat YAML mapping of notebook parameters (the same file ``papermill -f`` takes)."""
+    p = Path(path)
+    if not p.exists():
+        raise CLIError(f"{path}: no such config file")
+    cfg = read_yaml(p.read_text(), path)
+    cfg = {} if cfg is None else cfg
+    if not isinstance(cfg, dict):
+        raise CLIError(f"{path}: expected a YAML mapping of parameter: value, got {type(cfg).__name__}")
+    bad = [k for k in cfg if not isinstance(k, str)]
+    if bad:
+        raise CLIError(f"{path}: parameter names must be text, got {bad}")
+    return cfg
+
+
+# ---- notebooks -----------------------------------------------------------------------------------
 def find_notebooks(names: list[str]) -> list[Path]:
     """Resolve 'NN', 'NN_topic', a file name or a path to notebook files, in the given order."""
     all_nbs = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
@@ -32,34 +91,140 @@ def find_notebooks(names: list[str]) -> list[Path]:
             continue
         hits = [nb for nb in all_nbs if nb.stem == p.stem or nb.stem.startswith(p.stem + "_") or nb.stem[:2] == p.stem]
         if len(hits) != 1:
-            raise SystemExit(f"notebook {name!r} matches {[h.name for h in hits] or 'nothing'}; "
-                             f"choose from {[nb.stem for nb in all_nbs]}")
+            raise CLIError(f"notebook {name!r} matches {[h.name for h in hits] or 'nothing'}; "
+                           f"choose from {[nb.stem for nb in all_nbs]}")
         out.append(hits[0])
     return out
-
-
-def load_config(path: str) -> dict:
-    """A flat YAML mapping of notebook parameters (the same file ``papermill -f`` takes)."""
-    cfg = yaml.safe_load(Path(path).read_text()) or {}
-    if not isinstance(cfg, dict):
-        raise SystemExit(f"{path}: expected a YAML mapping of parameter: value, got {type(cfg).__name__}")
-    return cfg
 
 
 def notebook_for_config(path: str) -> str:
     """configs/NN_*.yaml belongs to notebook NN."""
     stem = Path(path).stem
     if not stem[:2].isdigit():
-        raise SystemExit(f"{path}: cannot tell which notebook it is for; name it NN_something.yaml or "
-                         "also name the notebook on the command line")
+        raise CLIError(f"{path}: cannot tell which notebook it is for; name it NN_something.yaml or "
+                       "also name the notebook on the command line")
     return stem[:2]
 
 
+def notebook_parameters(nb: Path) -> dict[str, dict]:
+    """The parameters cell's names, each with its inferred type name and default (papermill)."""
+    import papermill as pm
+
+    return pm.inspect_notebook(str(nb))
+
+
+# ---- checking parameters -------------------------------------------------------------------------
+def declared_type(type_name: str) -> tuple[str, bool]:
+    """('float', True) for 'Optional[float]' or 'float | None'; ('', False) when no annotation."""
+    t = type_name.replace("typing.", "").strip()
+    m = re.fullmatch(r"Optional\[(\w+)\]|(\w+)\s*\|\s*None|None\s*\|\s*(\w+)", t)
+    if m:
+        return next(g for g in m.groups() if g), True
+    return ("" if t == "None" else t), False
+
+
+def _expected(base: str, optional: bool) -> str:
+    """What a parameter of this type takes, in words."""
+    words = {"int": "an integer", "float": "a finite number", "bool": "true or false", "str": "text",
+             "list": "a list, e.g. [a, b]", "dict": "a mapping, e.g. {key: value}"}[base]
+    return words + (" or null" if optional else "")
+
+
+def _fits(base: str, value) -> bool:
+    """Whether ``value`` has the type ``base`` (no bools for numbers, no NaN or infinity for floats)."""
+    if base == "int":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if base == "float":
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) < float("inf")
+    return isinstance(value, {"bool": bool, "str": str, "list": list, "dict": dict}[base])
+
+
+def _looks_numeric(text: str) -> bool:
+    """Whether ``text`` reads as a number."""
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return False
+
+
+def check_value(stem: str, name: str, value, spec: dict, origin: str):
+    """``value`` if it fits the type of the parameter's default (an int becomes a float where a float is meant)."""
+    from .checks import describe
+
+    base, optional = declared_type(spec["inferred_type_name"])
+    if base not in ("int", "float", "bool", "str", "list", "dict") or (value is None and optional):
+        return value
+    if _fits(base, value):
+        return float(value) if base == "float" else value
+    hint = ""
+    if base == "str" and isinstance(value, (int, float, bool)):
+        hint = f" YAML read {value!r} as {type(value).__name__}; quote it to pass text (-p {name} '\"{value}\"')."
+    elif isinstance(value, str) and base in ("int", "float") and _looks_numeric(value):
+        hint = " A quoted number is text; write it without quotes."
+    raise CLIError(f"{origin}: {stem} parameter {name!r} got {describe(value)}; expected {_expected(base, optional)} "
+                   f"(its default is {spec['default']}).{hint} Nothing was run.")
+
+
+def _listing(stem: str, declared: dict) -> str:
+    """'NB's parameters are: a (int), b (list), ...'."""
+    names = [f"{n} ({s['inferred_type_name']})" for n, s in declared.items() if n not in SET_BY_CLI]
+    return f"{stem}'s parameters are: {', '.join(names)}" if names else f"{stem} has no parameters cell"
+
+
+def unknown_error(name: str, origin: str, declared: dict[str, dict]) -> CLIError:
+    """The error for a name that no notebook being run declares, listing each one's parameters."""
+    if name in SET_BY_CLI:
+        return CLIError(f"{origin}: {name} is set by the command line itself; use --out DIR instead. Nothing was run.")
+    known = {n for d in declared.values() for n in d}
+    close = difflib.get_close_matches(name, sorted(known), n=1)
+    guess = f" (did you mean {close[0]!r}?)" if close else ""
+    which = "the notebook" if len(declared) == 1 else "any of the notebooks"
+    listing = "; ".join(_listing(stem, d) for stem, d in declared.items())
+    return CLIError(f"{origin}: {name!r} is not a parameter of {which}{guess}. {listing}. Nothing was run.")
+
+
+def plan_parameters(nbs: list[Path], given: dict[str, tuple[object, str]]) -> dict[Path, dict]:
+    """Each notebook's checked parameters from {name: (value, origin)}; a name no notebook has is an error."""
+    declared = {nb.stem: notebook_parameters(nb) for nb in nbs}
+    for name, (_, origin) in given.items():
+        if name in SET_BY_CLI or not any(name in d for d in declared.values()):
+            raise unknown_error(name, origin, declared)
+    plan = {}
+    for nb in nbs:
+        d = declared[nb.stem]
+        plan[nb] = {n: check_value(nb.stem, n, v, d[n], origin) for n, (v, origin) in given.items() if n in d}
+        skipped = sorted(set(given) - set(d))
+        if skipped:
+            print(f"[fltutor] {nb.stem} has no parameter {', '.join(skipped)}; not passed to it", flush=True)
+    return plan
+
+
+def gather_parameters(args) -> tuple[list[str], dict[str, tuple[object, str]]]:
+    """Notebook names and {name: (value, origin)} from -f (first) and -p (overriding it)."""
+    names, given = list(args.notebooks), {}
+    if args.config:
+        if not names:
+            names = [notebook_for_config(args.config)]
+        given.update({k: (v, args.config) for k, v in load_config(args.config).items()})
+    for name, text in args.param:
+        given[name] = (parse_value(name, text), f"-p {name}")
+    return names, given
+
+
+# ---- results -------------------------------------------------------------------------------------
 def _fmt(v) -> str:
     """2 decimals for accuracies; thousands separators for counts such as parameter numbers."""
     if v is None:
         return ""
     return f"{v:,.0f}" if abs(v) >= 1000 and float(v).is_integer() else f"{v:.2f}"
+
+
+def _ours(row: dict) -> str:
+    """Our value of one summary row, or 'diverged at round N' for a row whose run diverged."""
+    if row.get("ours") is None and row.get("diverged_round") is not None:
+        return f"diverged at round {row['diverged_round']}"
+    return _fmt(row.get("ours"))
 
 
 def print_summary(results: dict[str, Path]) -> None:
@@ -74,29 +239,67 @@ def print_summary(results: dict[str, Path]) -> None:
         rows = res.get("summary", [])
         if rows:
             w = max(len(r["what"]) for r in rows)
-            print(f"  {'':{w}}  {'ours':>8}  {'paper':>8}")
+            wo = max([8] + [len(_ours(r)) for r in rows])
+            print(f"  {'':{w}}  {'ours':>{wo}}  {'paper':>8}")
             for r in rows:
-                print(f"  {r['what']:{w}}  {_fmt(r.get('ours')):>8}  {_fmt(r.get('paper')):>8}")
+                print(f"  {r['what']:{w}}  {_ours(r):>{wo}}  {_fmt(r.get('paper')):>8}")
+
+
+def divergence_lines(results: dict[str, Path]) -> list[str]:
+    """One line per run that a notebook's results.json lists under 'diverged'."""
+    lines = []
+    for stem, path in results.items():
+        for d in (json.loads(path.read_text()).get("diverged") or []) if path.exists() else []:
+            where = d.get("where", "?") + ("" if d.get("client") is None else f", client {d['client']}")
+            lines.append(f"[fltutor] {stem}: {d.get('what', 'a run')} diverged at round {d.get('round', '?')} "
+                         f"({where}); lower {d.get('setting', 'lr')}")
+    return lines
+
+
+# ---- running -------------------------------------------------------------------------------------
+def kernel_environment() -> None:
+    """Headless kernels (no live widgets, see fltutor.plots.interact) that import this checkout's fltutor."""
+    os.environ["FLTUTOR_HEADLESS"] = "1"
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if str(ROOT) not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT), *paths])
+
+
+def run_root_of(nb: Path, params: dict) -> Path | None:
+    """The notebook's ``run_root`` (its cached cells and checkpoints), resolved from notebooks/, or None."""
+    root = params.get("run_root", notebook_parameters(nb).get("run_root", {}).get("default"))
+    if isinstance(root, str):
+        root = root.strip("\"'")
+    return None if not root else (NOTEBOOKS / root).resolve()
+
+
+def start_fresh(nb: Path, params: dict) -> None:
+    """--fresh: delete the notebook's cached cells and checkpoints (run_root/cells, sweeps, federations)."""
+    import shutil
+
+    root = run_root_of(nb, params)
+    if root is None:
+        return
+    for sub in ("cells", "sweeps", "federations"):
+        if (root / sub).is_dir():
+            print(f"[fltutor] --fresh: removing {root / sub}", flush=True)
+            shutil.rmtree(root / sub)
 
 
 def cmd_run(args) -> int:
+    """Check every parameter, run the notebooks, print the summary and any divergence."""
+    names, given = gather_parameters(args)
+    plan = plan_parameters(find_notebooks(names), given)
     import papermill as pm
 
-    names = list(args.notebooks)
-    params: dict = {}
-    if args.config:
-        if not names:
-            names = [notebook_for_config(args.config)]
-        params.update(load_config(args.config))
-    for name, value in args.param:
-        params[name] = yaml.safe_load(value)  # "0.1" -> 0.1, "true" -> True, "[1, 2]" -> list
-    os.environ["FLTUTOR_HEADLESS"] = "1"  # kernels inherit it: no live widgets (see fltutor.plots.interact)
+    kernel_environment()
     out = Path(args.out).resolve()
-    out.mkdir(parents=True, exist_ok=True)
     results = {}
-    for nb in find_notebooks(names):
+    for nb, params in plan.items():
         nb_out = out / nb.stem
         nb_out.mkdir(parents=True, exist_ok=True)
+        if args.fresh:
+            start_fresh(nb, params)
         t = time.time()
         print(f"[fltutor] running {nb.name} -> {nb_out}", flush=True)
         pm.execute_notebook(str(nb), str(nb_out / nb.name), parameters={**params, "out_dir": str(nb_out)},
@@ -104,21 +307,37 @@ def cmd_run(args) -> int:
         print(f"[fltutor] {nb.name} done in {time.time() - t:.0f}s", flush=True)
         results[nb.stem] = nb_out / "results.json"
     print_summary(results)
-    return 0
+    lines = divergence_lines(results)
+    if lines:
+        print("\n" + "\n".join(lines), flush=True)
+    return EXIT_DIVERGED if lines else 0
+
+
+def build_parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
+    """The top-level parser and its 'run' subcommand."""
+    ap = argparse.ArgumentParser(prog="python -m fltutor", description="fltutor: run the tutorial notebooks headless")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    run = sub.add_parser("run", help="run notebooks through papermill and print a summary",
+                         epilog=f"Exit status: 0 done, 2 a usage error (nothing ran), {EXIT_DIVERGED} a run diverged.")
+    run.add_argument("notebooks", nargs="*", help="notebooks to run (e.g. 01 or 01_fedavg_and_baselines); default: all")
+    run.add_argument("-p", "--param", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
+                     help="set a notebook parameter (a YAML value: 0.1, 1e-3, true, '[0, 1]')")
+    run.add_argument("-f", "--config", help="YAML file of parameters, e.g. configs/01_paper.yaml")
+    run.add_argument("--out", default=str(ROOT / "runs" / "notebooks"), help="output folder (default runs/notebooks)")
+    run.add_argument("--fresh", action="store_true",
+                     help="delete each notebook's cached cells and checkpoints (run_root) first and train from scratch")
+    run.add_argument("--no-progress", dest="progress", action="store_false", help="hide papermill's cell progress bar")
+    return ap, run
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m fltutor", description="fltutor: run the tutorial notebooks headless")
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    run = sub.add_parser("run", help="run notebooks through papermill and print a summary")
-    run.add_argument("notebooks", nargs="*", help="notebooks to run (e.g. 01 or 01_fedavg_and_baselines); default: all")
-    run.add_argument("-p", "--param", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
-                     help="set a notebook parameter (YAML value)")
-    run.add_argument("-f", "--config", help="YAML file of parameters, e.g. configs/01_paper.yaml")
-    run.add_argument("--out", default=str(ROOT / "runs" / "notebooks"), help="output folder (default runs/notebooks)")
-    run.add_argument("--no-progress", dest="progress", action="store_false", help="hide papermill's cell progress bar")
+    """Parse the command line and run it; a usage error exits with status 2."""
+    ap, run = build_parser()
     args = ap.parse_args(argv)
-    return cmd_run(args)
+    try:
+        return cmd_run(args)
+    except CLIError as err:
+        run.error(str(err))   # usage line, the message, exit status 2
 
 
 if __name__ == "__main__":
