@@ -6,24 +6,15 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from fltutor import scenarios
-from fltutor.data import standin
 from fltutor.engine import batch_schedule, client_generator
 from fltutor.federation import Federation
 from fltutor.models import make_model
 
+from tiny import weighted_c_data as _data
+
 DT = torch.float64
 MODEL = "logreg"  # the method is model-agnostic; a tiny model keeps the per-agent loop fast
 SETTINGS = dict(rounds=2, client_fraction=1.0, local_epochs=1, batch_size=4, lr=0.05, seed=0)
-
-
-def _data(max_train=8):
-    """Ten agents of distribution C on stand-in MNIST, ``max_train`` training samples
-    or half as many (every odd agent), so sample weights and step counts differ."""
-    data = scenarios.waffle_weighted_data("mnist", "C", seed=0, train_set=standin("mnist", 600, seed=0),
-                                          test_set=standin("mnist", 300, train=False, seed=0),
-                                          max_train_per_agent=max_train)
-    return data.with_parts([p[: max_train - (max_train // 2) * (i % 2)] for i, p in enumerate(data.train)], data.test)
 
 
 def _reference(data, rounds, *, lr, batch_size, alpha0):

@@ -5,34 +5,21 @@ Delta = sum_n s_n / sum(s) (w_n - w); the mask from the sign agreement of the cl
 (every client one vote); m and v see the unmasked Delta, v starts at eps^2, no bias correction;
 the mask multiplies the final step w + eta_g * mask * m / (sqrt(v) + eps).
 """
-import numpy as np
 import pytest
 import torch
 
-from fltutor.data import make_federated, standin
 from fltutor.engine import client_generator, get_params, train_client
 from fltutor.federation import Federation
 from fltutor.methods.fedopt import FedOptParams
 from fltutor.models import make_model
 
-SIZES = [23, 41, 12, 35, 50, 18, 29, 44]
+from tiny import tiny_fed as _fed, cohort as _cohort
+
 BASE = dict(rounds=3, client_fraction=0.5, local_epochs=1, batch_size=10, lr=0.05, seed=0)  # cohorts of 4
-
-
-def _fed(sizes=SIZES, seed=0):
-    train = standin("mnist", sum(sizes), seed=seed)
-    test = standin("mnist", 100, train=False, seed=seed)
-    parts = np.split(np.random.default_rng(seed).permutation(sum(sizes)), np.cumsum(sizes)[:-1])
-    return make_federated(train, parts, test_fraction=0.25, seed=seed, test_set=test)
 
 
 def _federation(fed, method="fedopt", **kw):
     return Federation("mlp", fed, method, device="cpu", dtype=torch.float64, progress=False, **{**BASE, **kw})
-
-
-def _cohort(seed, round0, num_clients, fraction):
-    m = max(1, int(round(fraction * num_clients)))
-    return np.sort(np.random.default_rng([seed, round0]).choice(num_clients, size=m, replace=False))
 
 
 def hand_mask(updates, aggregation, tau):

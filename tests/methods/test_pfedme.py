@@ -6,38 +6,25 @@ between batches, as in the authors' code), then the client's copy of the global 
 w_i <- w_i - lr lam (w_i - theta). The server mixes w <- (1 - beta) w + beta avg(w_i), the average
 weighted by training samples as in the authors' code (Alg. 1 writes the plain mean over S clients).
 """
-import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 from torch.func import functional_call
 
-from fltutor.data import make_federated, standin
 from fltutor.engine import batch_schedule, client_generator, get_params
 from fltutor.federation import Federation
 from fltutor.methods.pfedme import PFedMeParams
 from fltutor.models import make_model
 
-SIZES = [23, 41, 12, 35, 50, 18, 29, 44]
+from tiny import tiny_fed as _fed, cohort as _cohort
+
 BASE = dict(rounds=3, client_fraction=0.25, local_epochs=1, batch_size=10, lr=0.05, seed=0)
 PFEDME = dict(pfedme_lambda=15.0, pfedme_steps=5, pfedme_lr=0.1, pfedme_beta=1.0)  # Dinh et al.'s defaults
-
-
-def _fed(sizes=SIZES, seed=0):
-    train = standin("mnist", sum(sizes), seed=seed)
-    test = standin("mnist", 100, train=False, seed=seed)
-    parts = np.split(np.random.default_rng(seed).permutation(sum(sizes)), np.cumsum(sizes)[:-1])
-    return make_federated(train, parts, test_fraction=0.25, seed=seed, test_set=test)
 
 
 def _federation(fed, **kw):
     return Federation("mlp", fed, "pfedme", device="cpu", dtype=torch.float64, progress=False,
                       **{**BASE, **PFEDME, **kw})
-
-
-def _cohort(seed, round0, num_clients, fraction):
-    m = max(1, int(round(fraction * num_clients)))
-    return np.sort(np.random.default_rng([seed, round0]).choice(num_clients, size=m, replace=False))
 
 
 def pfedme_reference(fed, *, pfedme_lambda, pfedme_steps, pfedme_lr, pfedme_beta, rounds, client_fraction,

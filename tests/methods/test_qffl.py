@@ -4,34 +4,21 @@ With L = 1/lr, each sampled client k reports F_k (its training loss at the model
 w_k (its trained model); Delta_k = F_k^q L (w - w_k), h_k = q F_k^(q-1) ||L (w - w_k)||^2 + L F_k^q,
 and the server sets w <- w - sum_k Delta_k / sum_k h_k.
 """
-import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
-from fltutor.data import make_federated, standin
 from fltutor.engine import client_generator, get_params, train_client
 from fltutor.federation import Federation
 from fltutor.models import make_model
 
-SIZES = [23, 41, 12, 35, 50, 18, 29, 44]
+from tiny import tiny_fed as _fed, cohort as _cohort
+
 BASE = dict(rounds=3, client_fraction=0.5, local_epochs=1, batch_size=10, lr=0.05, seed=0)
-
-
-def _fed(sizes=SIZES, seed=0):
-    train = standin("mnist", sum(sizes), seed=seed)
-    test = standin("mnist", 100, train=False, seed=seed)
-    parts = np.split(np.random.default_rng(seed).permutation(sum(sizes)), np.cumsum(sizes)[:-1])
-    return make_federated(train, parts, test_fraction=0.25, seed=seed, test_set=test)
 
 
 def _federation(fed, method="qffl", **kw):
     return Federation("mlp", fed, method, device="cpu", dtype=torch.float64, progress=False, **{**BASE, **kw})
-
-
-def _cohort(seed, round0, num_clients, fraction):
-    m = max(1, int(round(fraction * num_clients)))
-    return np.sort(np.random.default_rng([seed, round0]).choice(num_clients, size=m, replace=False))
 
 
 def qffl_reference(fed, *, q, rounds, client_fraction, local_epochs, batch_size, lr, seed):
