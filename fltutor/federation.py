@@ -307,24 +307,8 @@ class Federation:
         r = self.round
         live = self.live
         cohorts = [self.sample_clients(i, r) for i in live]
-        sizes_c = [len(c) for c in cohorts]
-        offsets = np.concatenate([[0], np.cumsum(sizes_c)]).tolist()
-        runs_np = np.repeat(np.array(live, dtype=np.int64), sizes_c)
-        clients_np = np.concatenate(cohorts)
-        runs_t = torch.as_tensor(runs_np, device=self.device)
-        clients_t = torch.as_tensor(clients_np, device=self.device)
-        parts = [self.train_parts[i][k] for i, k in zip(runs_np, clients_np)]
-        gens = [client_generator(self.configs[i].seed, r, int(k)) for i, k in zip(runs_np, clients_np)]
-        batches = make_batches(parts, [self.configs[i].local_epochs for i in runs_np], self.config.batch_size,
-                               gens, device=self.device, dtype=self.dtype)
-        m0 = self.methods[live[0]]
-        global_rows = {k: v[runs_t] for k, v in self.global_params.items()}          # (P, ...)
-        private_rows = {k: v[runs_t, clients_t] for k, v in self.private.items()}     # (P, ...)
-        server_rows = {k: torch.stack([self.server[i][k] for i in runs_np]) for k in self.server[live[0]]
-                       if m0.sends and k.startswith(m0.sends)}  # (P, ...) what the server sends besides the model
-        sizes = torch.tensor([len(p) for p in parts], dtype=torch.float64, device=self.device)
-        job = Job(self.model, self.x, self.y, batches, m0.client_start(global_rows, private_rows), private_rows,
-                  server_rows, self._hp(live, sizes_c), clients_t, runs_t, sizes, parts, gens, r)
+        job, offsets = self._job(live, cohorts)
+        m0, runs_t, clients_t, sizes, batches = self.methods[live[0]], job.runs, job.clients, job.sizes, job.batches
         message, new_private, loss = self._client_update(m0, job)
         for k, v in new_private.items():   # private state stays with the clients
             self.private[k][runs_t, clients_t] = v.to(self.private[k].dtype)
@@ -364,6 +348,50 @@ class Federation:
                 e.update(self.methods[i].round_log(self.server[i], self._private_of(i), self.seen[i]))
             self.histories[i].append(e)
         return entries
+
+    def _job(self, live: Sequence[int], cohorts: Sequence[np.ndarray]) -> tuple[Job, list[int]]:
+        """The local-training job of this round for the given runs and their cohorts, and each run's row offset."""
+        r = self.round
+        sizes_c = [len(c) for c in cohorts]
+        offsets = np.concatenate([[0], np.cumsum(sizes_c)]).tolist()
+        runs_np = np.repeat(np.array(live, dtype=np.int64), sizes_c)
+        clients_np = np.concatenate(cohorts)
+        runs_t = torch.as_tensor(runs_np, device=self.device)
+        clients_t = torch.as_tensor(clients_np, device=self.device)
+        parts = [self.train_parts[i][k] for i, k in zip(runs_np, clients_np)]
+        gens = [client_generator(self.configs[i].seed, r, int(k)) for i, k in zip(runs_np, clients_np)]
+        batches = make_batches(parts, [self.configs[i].local_epochs for i in runs_np], self.config.batch_size,
+                               gens, device=self.device, dtype=self.dtype)
+        m0 = self.methods[live[0]]
+        global_rows = {k: v[runs_t] for k, v in self.global_params.items()}          # (P, ...)
+        private_rows = {k: v[runs_t, clients_t] for k, v in self.private.items()}     # (P, ...)
+        server_rows = {k: torch.stack([self.server[i][k] for i in runs_np]) for k in self.server[live[0]]
+                       if m0.sends and k.startswith(m0.sends)}  # (P, ...) what the server sends besides the model
+        sizes = torch.tensor([len(p) for p in parts], dtype=torch.float64, device=self.device)
+        job = Job(self.model, self.x, self.y, batches, m0.client_start(global_rows, private_rows), private_rows,
+                  server_rows, self._hp(live, sizes_c), clients_t, runs_t, sizes, parts, gens, r)
+        return job, offsets
+
+    def intercept(self, clients: Sequence[int] | int, run: int = 0) -> dict[int, Params]:
+        """The messages these clients of run ``run`` would send in the coming round, as an eavesdropper reads them.
+
+        Each client trains from the current global model and its own private state exactly as
+        ``run_round`` would train it (the same batches and noise: rows do not depend on each
+        other), but nothing changes: no private state, no global model, no round count. Returns
+        {client: message} with unstacked tensors. What a message holds is the method's
+        ``message_holds``; ``Method.intercept`` reads the model parameters off it.
+        """
+        integer("run", run, low=0, high=self.R - 1, hint=f"this federation has {self.R} run(s)")
+        if self.diverged[run] is not None:
+            raise ValueError(f"run: run {run} diverged at round {self.diverged[run]['round']}; it sends nothing")
+        ks = [clients] if not isinstance(clients, (list, tuple, np.ndarray, Tensor)) else list(clients)
+        ks = [integer("clients", int(k) if isinstance(k, (np.integer, Tensor)) else k, low=0, high=self.N - 1,
+                      hint=f"client indices of this federation's {self.N} clients") for k in ks]
+        if not ks:
+            raise ValueError("clients: give at least one client index")
+        job, _ = self._job([run], [np.array(ks)])
+        message, _, _ = self._client_update(self.methods[run], job)
+        return {k: {n: v[j].detach().clone() for n, v in message.items()} for j, k in enumerate(ks)}
 
     def _client_update(self, m0: Method, job: Job):
         """The method's client update, in row chunks where one block of rows would be slow (see row_chunk)."""

@@ -28,6 +28,8 @@ class APFL(Method):
     """APFL: each client mixes the global model with its own local model, adaptively."""
     name = "apfl"
     Params = APFLParams
+    message_holds = "the client's trained copy w of the global model"
+    client_keeps = "its data, its local model v and its mix alpha"
 
     def init_private(self, global_params, num_clients):
         out = {f"v.{k}": v.unsqueeze(0).repeat(num_clients, *([1] * v.ndim)) for k, v in global_params.items()}

@@ -15,7 +15,10 @@ algorithms):
   ``fltutor.aggregators``;
 - ``eval_model`` / ``global_model``: which model each client is scored with, and which model
   is scored on the dataset's test split;
-- ``round_log``: anything worth keeping in the history (weights, factor counts, ...).
+- ``round_log``: anything worth keeping in the history (weights, factor counts, ...);
+- the threat model (notebook 05): ``message_holds``, ``client_keeps`` and ``server_holds`` say
+  in words what one intercepted message, the client alone and a breached server hold, and
+  ``intercept`` reads the model parameters an attacker gets from one client's message.
 
 ``client_update`` sees many runs at once. It must read every number that can differ between
 runs (rates, mu, ...) from ``job.hp`` ((P,) tensors), never from ``self.params``; the
@@ -120,6 +123,10 @@ class Method:
     Params: type = None           # the method's parameters dataclass
     sends: tuple[str, ...] = ()   # prefixes of the server-state tensors a client receives besides the model
     full_participation = False    # True: every client must train every round (client_fraction = 1)
+    # the threat model in words (notebook 05 draws it): one intercepted message, the client, a breached server
+    message_holds = "the client's whole trained model"
+    client_keeps = "its data"
+    server_holds = "the global model"
 
     def __init__(self, params: Any, config: RunConfig):
         self.params, self.config = params, config
@@ -164,6 +171,17 @@ class Method:
     def round_log(self, server: dict, private: Params, seen: Tensor) -> dict:
         """Extra history fields after a round (JSON-able)."""
         return {}
+
+    # ---- the threat model ---------------------------------------------------------------------
+    def intercept(self, message: Params, global_params: Params) -> Params:
+        """The model parameters an attacker reads off one client's message (one row, unstacked).
+
+        Only names of the global model that the message carries; a name missing from the result
+        (FedPer's head, everything of Local) was never sent. Messages that hold the model itself
+        (FedAvg and most others) give it whole; extra entries (SCAFFOLD's control-variate change,
+        q-FFL's loss) are not model parameters and are left out.
+        """
+        return {k: message[k] for k in global_params if k in message}
 
     # ---- helpers ------------------------------------------------------------------------------
     @classmethod

@@ -29,6 +29,7 @@ class FedAvgM(Method):
     """FedAvgM: the server accumulates the clients' mean update with momentum."""
     name = "fedavgm"
     Params = FedAvgMParams
+    server_holds = "the global model and the server's momentum"
 
     def init_server(self, global_params, num_clients):
         return {f"v.{k}": torch.zeros_like(p) for k, p in global_params.items()}   # the velocity

@@ -60,6 +60,7 @@ def server_step(params: FedOptParams, global_params, server: dict, trained, size
 class FedOpt(FedAvg):
     """FedOpt: a server optimizer on the clients' mean update, optionally GMA- or AND-masked."""
     name = "fedopt"
+    server_holds = "the global model and the server optimizer's moments"
     Params = FedOptParams            # FedAvg's clients (with FedProx's mu); only the server differs
 
     def aggregate(self, global_params, server, message, rnd: Round):

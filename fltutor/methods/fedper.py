@@ -38,6 +38,9 @@ class FedPer(Method):
     """FedPer: the base is averaged, each client's head stays home."""
     name = "fedper"
     Params = FedPerParams
+    message_holds = "the base of the client's trained model, without the head"
+    client_keeps = "its data and its head"
+    server_holds = "the global base (no head that any client uses)"
 
     def head(self, names) -> list[str]:
         return personal_keys(list(names), self.params.personal_layers)

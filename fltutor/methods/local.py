@@ -9,6 +9,9 @@ from .base import EvalModel, Job, Method
 class Local(Method):
     """Local-only: each client trains its own model on its own data; no server."""
     name = "local"
+    message_holds = "nothing: a Local client sends no message"
+    client_keeps = "its data and its whole model"
+    server_holds = "nothing of any client"
 
     def init_private(self, global_params, num_clients):
         return {f"model.{k}": v.unsqueeze(0).repeat(num_clients, *([1] * v.ndim)) for k, v in global_params.items()}

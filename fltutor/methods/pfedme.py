@@ -37,6 +37,8 @@ class PFedMe(Method):
     """pFedMe: a personal model per client, tied to the global one by a proximal term."""
     name = "pfedme"
     Params = PFedMeParams
+    message_holds = "the client's local copy w of the global model, after training"
+    client_keeps = "its data and its personal model theta"
 
     def init_private(self, global_params, num_clients):
         return {f"theta.{k}": v.unsqueeze(0).repeat(num_clients, *([1] * v.ndim)) for k, v in global_params.items()}

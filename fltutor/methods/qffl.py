@@ -26,6 +26,7 @@ class QFFL(Method):
     """q-FedAvg: loss-reweighted updates with step size from L = 1 / lr."""
     name = "qffl"
     Params = QFFLParams
+    message_holds = "the client's whole trained model and its loss under the model it received"
 
     def client_update(self, job: Job):
         start_loss = row_losses(job.model, job.start, job.x, job.y, job.train_parts)   # (P,) F_k at w

@@ -40,6 +40,9 @@ class Scaffold(Method):
     """SCAFFOLD: control variates correct every local gradient for client drift."""
     name = "scaffold"
     Params = ScaffoldParams
+    message_holds = "the client's whole trained model and the change of its control variate c_i"
+    client_keeps = "its data and its control variate c_i"
+    server_holds = "the global model and the control variate c"
     sends = ("c.",)               # the server's control variate travels with the model
 
     def init_server(self, global_params, num_clients):

@@ -86,6 +86,9 @@ class WaffleIBP(Method):
     """Weight-factorization WAFFLe: a shared rank-1 dictionary, private IBP factor selections."""
     name = "waffle_ibp"
     Params = WaffleIBPParams
+    message_holds = "the shared dictionary W_a, W_b, r after the client's training; not which factors it uses"
+    client_keeps = "its data and its factor selection q(b) (pi, c, d)"
+    server_holds = "the shared dictionary, with no client's selection"
 
     def build_model(self, model, seed):
         if not isinstance(model, str):

@@ -33,6 +33,9 @@ class WaffleWeighted(Scaffold):
     """Weighted-averaging WAFFLE: SCAFFOLD whose updates are weighted by distance to the target."""
     name = "waffle_weighted"
     Params = WaffleWeightedParams
+    message_holds = "the agent's whole trained model and the change of its control variate c_i"
+    client_keeps = "its data and its control variate c_i"
+    server_holds = "the target agent's model, the control variate c and every agent's weight"
     full_participation = True
 
     def init_server(self, global_params, num_clients):

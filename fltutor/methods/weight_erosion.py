@@ -30,6 +30,7 @@ class WeightErosion(Method):
     """Weight Erosion: distance-eroded agent weights build one agent's personalized model."""
     name = "weight_erosion"
     Params = WeightErosionParams
+    server_holds = "the target agent's model and every agent's weight"
     full_participation = True
 
     def init_server(self, global_params, num_clients):
