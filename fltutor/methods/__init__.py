@@ -20,6 +20,7 @@ REGISTRY: dict[str, tuple[str, str, dict]] = {
     "fedavg": ("fedavg", "FedAvg", {}),
     "fedprox": ("fedavg", "FedAvg", {"mu": 1.0}),
     "fedavgm": ("fedavgm", "FedAvgM", {}),
+    "dp_fedavg": ("dp_fedavg", "DPFedAvg", {}),
     "qffl": ("qffl", "QFFL", {}),
     "fedopt": ("fedopt", "FedOpt", {}),
     "fedadagrad": ("fedopt", "FedOpt", {"server_opt": "adagrad"}),
