@@ -1,16 +1,20 @@
-"""Figures a reader would rather look at than read: partitions, learning curves, fairness."""
+"""Figures a reader would rather look at than read: partitions, learning curves, fairness, privacy."""
 from __future__ import annotations
 
 import os
+import textwrap
 from typing import Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.patches import FancyBboxPatch, Patch
 from matplotlib.ticker import MaxNLocator
 
+from . import methods
 from .partition import class_counts
 
-__all__ = ["plot_partition", "plot_learning_curves", "plot_client_accuracy", "interact"]
+__all__ = ["plot_partition", "plot_learning_curves", "plot_client_accuracy", "interact",
+           "threat_rows", "plot_threat_model", "plot_roc", "plot_privacy_utility", "plot_image_grid"]
 
 
 def plot_partition(labels, parts, *, class_names: Sequence[str] | None = None, groups=None,
@@ -90,3 +94,221 @@ def interact(fn, **controls):
     import ipywidgets
 
     return ipywidgets.interact(fn, **controls)
+
+
+# ---- privacy audit (notebook 05) ----------------------------------------------------------------
+
+def _np(a) -> np.ndarray:
+    """A float numpy copy of a number, list, numpy array or (any-device) torch tensor."""
+    if hasattr(a, "detach"):
+        a = a.detach().cpu().numpy()
+    return np.asarray(a, dtype=float)
+
+
+# how much of a client's model one intercepted message (and a breached server) exposes
+EXPOSURE_COLORS = {"whole model": "#f4a6a6", "partial": "#fdd49e", "noised": "#d4c8e8", "nothing": "#b9e3b9"}
+_CLIENT_COLOR = "#e4ebf5"  # the client column: what never leaves it
+
+
+def threat_rows(names: Sequence[str] | None = None) -> list[dict]:
+    """The threat-model rows of ``plot_threat_model``, read from each method's class attributes.
+
+    ``names`` None: every registered method. Exposure comes from the table below (a judgement
+    about what the message reveals of the client's model); methods not in it send it whole.
+    """
+    # (message, server): DP-FedAvg's noise is added on the server, so its message is exposed whole
+    exposure = {"local": ("nothing", "nothing"), "fedper": ("partial", "partial"),
+                "waffle_ibp": ("partial", "partial"), "waffle_ibp_l1": ("partial", "partial"),
+                "dp_fedavg": ("whole model", "noised")}
+    rows = []
+    for name in methods.names() if names is None else names:
+        cls, _ = methods.get(name)  # an unknown name raises, naming the registered ones
+        msg, srv = exposure.get(name, ("whole model", "whole model"))
+        rows.append({"method": name, "message": cls.message_holds, "client": cls.client_keeps,
+                     "server": cls.server_holds, "exposure": msg, "server_exposure": srv})
+    return rows
+
+
+def plot_threat_model(rows: Sequence[dict], ax=None, *, width: int = 30):
+    """The threat model as a table of boxes: one row per method, coloured by how much is exposed.
+
+    ``rows``: dicts {"method", "message", "client", "server", "exposure"} (``threat_rows()``),
+    exposure one of ``EXPOSURE_COLORS``, and optionally "server_exposure" for the server box (default: the
+    same). The message and server boxes take the exposure's colour;
+    the client box is neutral. ``width``: characters per wrapped line.
+    """
+    columns = [("message", "one intercepted message"), ("client", "stays on the client"),
+               ("server", "a breached server holds")]
+    cells = []
+    for i, row in enumerate(rows):
+        missing = {"method", "exposure", *(k for k, _ in columns)} - set(row)
+        if missing:
+            raise ValueError(f"rows[{i}]: missing {sorted(missing)}; each row needs method, message, client, "
+                             "server and exposure (threat_rows() builds them)")
+        for key in ("exposure", "server_exposure"):
+            if key in row and row[key] not in EXPOSURE_COLORS:
+                raise ValueError(f"rows[{i}]['{key}']: {row[key]!r} is not one of {list(EXPOSURE_COLORS)}")
+        cells.append([textwrap.fill(str(row[k]), width) for k, _ in columns])
+    if not cells:
+        raise ValueError("rows: empty; pass at least one method's row (threat_rows() builds them)")
+    heights = [max(c.count("\n") for c in cs) + 2 for cs in cells]  # in text lines, one line of padding
+    label_w, cell_w, header = 1.0, 2.2, 2.0                          # x in cell units, y in text lines
+    if ax is None:
+        ax = plt.subplots(figsize=(label_w + 3 * cell_w + 1.2 + 0.6, 0.17 * (sum(heights) + header + 3)))[1]
+    for j, (_, title) in enumerate(columns):
+        ax.text(label_w + (j + 0.5) * cell_w, header / 2, title, ha="center", va="center",
+                fontsize=9, fontweight="bold")
+    top = header
+    for row, cs, h in zip(rows, cells, heights):
+        ax.text(label_w - 0.08, top + h / 2, row["method"], ha="right", va="center", fontsize=9)
+        for j, text in enumerate(cs):
+            kind = row.get("server_exposure", row["exposure"]) if columns[j][0] == "server" else row["exposure"]
+            color = _CLIENT_COLOR if columns[j][0] == "client" else EXPOSURE_COLORS[kind]
+            x0 = label_w + j * cell_w
+            ax.add_patch(FancyBboxPatch((x0 + 0.04, top + 0.15), cell_w - 0.08, h - 0.3,
+                                        boxstyle="round,pad=0,rounding_size=0.05", fc=color, ec="0.6", lw=0.6,
+                                        mutation_aspect=1 / 0.17))
+            ax.text(x0 + cell_w / 2, top + h / 2, text, ha="center", va="center", fontsize=7.5, linespacing=1.1)
+        top += h
+    ax.set_xlim(0, label_w + 3 * cell_w)
+    ax.set_ylim(top, 0)  # first method on top
+    ax.axis("off")
+    handles = [Patch(fc=c, ec="0.6", label=k) for k, c in EXPOSURE_COLORS.items()]
+    handles.append(Patch(fc=_CLIENT_COLOR, ec="0.6", label="private to the client"))
+    ax.legend(handles=handles, title="exposure", loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7,
+              title_fontsize=8, frameon=False)
+    return ax
+
+
+def plot_roc(curves: dict, ax=None, log: bool = True, *, floor: float | None = None):
+    """ROC curves ({label: (fpr, tpr) or (fpr, tpr, auc)}), log-log by default (Carlini et al. 2022).
+
+    On log axes FPR and TPR are clipped to ``floor`` (default: 1e-3 or the smallest positive FPR,
+    whichever is lower), so points at 0, like the curve's start (0, 0), are drawn on the lower edge.
+    Dotted guides mark FPR 1% and 0.1%. ``log=False``: linear axes from 0 to 1, nothing clipped.
+    """
+    data = {}
+    for label, curve in curves.items():
+        if len(curve) not in (2, 3):
+            raise ValueError(f"curves[{label!r}]: expected (fpr, tpr) or (fpr, tpr, auc), got {len(curve)} items")
+        fpr, tpr = _np(curve[0]).ravel(), _np(curve[1]).ravel()
+        if fpr.shape != tpr.shape:
+            raise ValueError(f"curves[{label!r}]: fpr has {fpr.size} points but tpr {tpr.size}; pass roc_curve's pair")
+        data[label] = (fpr, tpr, curve[2] if len(curve) == 3 else None)
+    if floor is None:
+        positive = [f[f > 0].min() for f, _, _ in data.values() if (f > 0).any()]
+        floor = min([1e-3, *positive])
+    if not 0 < floor < 1:
+        raise ValueError(f"floor: {floor} must lie in (0, 1); it is the lower edge of the log axes")
+    lo = floor if log else 0.0
+    ax = ax or plt.subplots(figsize=(4.2, 4))[1]
+    for label, (fpr, tpr, area) in data.items():
+        if log:
+            fpr, tpr = np.clip(fpr, floor, 1), np.clip(tpr, floor, 1)
+        ax.plot(fpr, tpr, lw=1.5, label=label if area is None else f"{label} (AUC {float(area):.3f})")
+    ax.plot([lo, 1], [lo, 1], color="0.5", ls="--", lw=1, label="chance")
+    if log:
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        for f in (1e-2, 1e-3):
+            if f >= floor:
+                ax.axvline(f, color="0.4", ls=":", lw=0.8)
+                ax.text(f, 0.02, f" {f:.1%} FPR".replace(".0%", "%"), transform=ax.get_xaxis_transform(),
+                        fontsize=7, color="0.3", va="bottom", rotation=90)
+    ax.set_xlim(lo, 1)
+    ax.set_ylim(lo, 1)
+    ax.set_xlabel("false positive rate")
+    ax.set_ylabel("true positive rate")
+    ax.grid(alpha=0.3, which="major")
+    ax.legend(fontsize=7, loc="lower right")
+    return ax
+
+
+_AXIS_LABELS = {"local_acc": "local test accuracy (%)", "global_acc": "global test accuracy (%)",
+                "auc": "membership-inference AUC", "attack_acc": "attack accuracy (%)"}
+
+
+def plot_privacy_utility(rows: Sequence[dict], ax=None, x: str = "local_acc", y: str = "auc", *,
+                         chance: float | None = 0.5):
+    """Privacy against utility: one labelled point per row, "<key>_sd" as error bars, chance as a line.
+
+    ``rows``: dicts with "method", ``x`` and ``y`` (means), optional ``x_sd``/``y_sd`` spreads,
+    "label" (default: the method) and "group": rows of one group (one method at several noise
+    levels, labelled "eps=..") share a colour and are joined in order of x. ``chance``: the
+    y of a guessing attacker (0.5 for AUC; None draws no line).
+    """
+    for i, row in enumerate(rows):
+        missing = {"method", x, y} - set(row)
+        if missing:
+            raise ValueError(f"rows[{i}]: missing {sorted(missing)}; each row needs 'method', {x!r} and {y!r}")
+    ax = ax or plt.subplots(figsize=(5, 3.6))[1]
+    colors: dict = {}  # one colour per group, or per method outside groups
+    for row in rows:
+        key = ("group", row["group"]) if row.get("group") is not None else ("method", row["method"])
+        color = colors.setdefault(key, f"C{len(colors) % 10}")
+        xv, yv = float(_np(row[x])), float(_np(row[y]))
+        xerr, yerr = row.get(f"{x}_sd"), row.get(f"{y}_sd")
+        ax.errorbar(xv, yv, xerr=None if xerr is None else float(_np(xerr)),
+                    yerr=None if yerr is None else float(_np(yerr)),
+                    fmt="o", color=color, ms=5, capsize=2, lw=1)
+        ax.annotate(str(row.get("label", row["method"])), (xv, yv), xytext=(4, 4), textcoords="offset points",
+                    fontsize=7)
+    for (kind, group), color in colors.items():
+        if kind != "group":
+            continue
+        pts = sorted((float(_np(r[x])), float(_np(r[y]))) for r in rows if r.get("group") == group)
+        ax.plot(*zip(*pts), color=color, lw=1, alpha=0.7, label=str(group))
+    if chance is not None:
+        ax.axhline(chance, color="0.5", ls="--", lw=1, label="chance")
+    ax.margins(0.1)  # room for the point labels
+    ax.set_xlabel(_AXIS_LABELS.get(x, x))
+    ax.set_ylabel(_AXIS_LABELS.get(y, y))
+    ax.grid(alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7)
+    return ax
+
+
+def plot_image_grid(images, row_labels: Sequence[str] | None = None, col_labels: Sequence[str] | None = None,
+                    axes=None, cmap: str = "gray"):
+    """A grid of images without ticks, e.g. rows = methods, columns = classes (WAFFLe Fig. 6).
+
+    ``images``: (R, C, H, W), (R, C, 1, H, W) or (R, C, 3, H, W), array or tensor; values are
+    clipped to [0, 1] and NaN pixels (a whole NaN image: a missing cell) are left blank.
+    ``axes``: R x C axes to draw into. Returns the (R, C) array of axes.
+    """
+    a = _np(images)
+    if a.ndim == 5 and a.shape[2] in (1, 3):
+        a = a[:, :, 0] if a.shape[2] == 1 else np.moveaxis(a, 2, -1)  # (R, C, H, W) or (R, C, H, W, 3)
+    elif a.ndim != 4:
+        raise ValueError(f"images: expected shape (R, C, H, W), (R, C, 1, H, W) or (R, C, 3, H, W), got "
+                         f"{tuple(_np(images).shape)}; for a single row add a leading axis (images[None])")
+    R, C = a.shape[:2]
+    for name, labels, n in (("row_labels", row_labels, R), ("col_labels", col_labels, C)):
+        if labels is not None and len(labels) != n:
+            raise ValueError(f"{name}: {len(labels)} labels for {n} {name[:3]}s of images")
+    if axes is None:
+        axes = plt.subplots(R, C, figsize=(1.1 * C + 0.8, 1.1 * R + 0.3), squeeze=False)[1]
+    axes = np.asarray(axes, dtype=object)
+    if axes.size != R * C:
+        raise ValueError(f"axes: {axes.size} axes for a {R} x {C} grid of images")
+    axes = axes.reshape(R, C)
+    a = np.clip(a, 0, 1)  # keeps NaN
+    for r in range(R):
+        for c in range(C):
+            ax, img = axes[r, c], a[r, c]
+            if img.ndim == 3:  # RGB: NaN pixels transparent
+                nan = np.isnan(img).any(-1, keepdims=True)
+                img = np.concatenate([np.nan_to_num(img), (~nan).astype(float)], -1)  # (H, W, 4)
+                ax.imshow(img, interpolation="nearest")
+            else:
+                ax.imshow(np.ma.masked_invalid(img), cmap=cmap, vmin=0, vmax=1, interpolation="nearest")
+            ax.set_xticks([])
+            ax.set_yticks([])
+            for s in ax.spines.values():
+                s.set_visible(False)
+            if r == 0 and col_labels is not None:
+                ax.set_title(str(col_labels[c]), fontsize=8)
+            if c == 0 and row_labels is not None:
+                ax.set_ylabel(str(row_labels[r]), fontsize=8, rotation=0, ha="right", va="center")
+    return axes
