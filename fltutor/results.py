@@ -1,0 +1,132 @@
+"""Full-scale results as files a reader can trust: a tidy CSV per table and a JSON of how it was made.
+
+``results/<paper>/<table>.csv`` holds one row per run and metric (columns: whatever identifies the
+run, e.g. dataset, method, seed, then ``metric`` and ``value``); ``<table>.json`` beside it holds
+the provenance: the command, fltutor's version, the git commit (and whether the tree was dirty),
+the device, the date and the wall time. Both are written atomically. The README, the notebooks'
+closing tables and the CLI summary read them with ``read_table`` and ``summarize``.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import math
+import os
+import platform
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from . import __version__
+from .checkpoint import atomic_write_json
+
+__all__ = ["provenance", "write_table", "read_table", "summarize", "RESULTS_DIR"]
+
+RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
+
+
+def _git(*args: str) -> str | None:
+    try:
+        out = subprocess.run(["git", *args], cwd=Path(__file__).resolve().parent, capture_output=True, text=True,
+                             timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def device_name(device=None) -> str:
+    """The device in words: the GPU's name, or the CPU's architecture and core count."""
+    import torch
+    dev = torch.device("cuda" if device is None and torch.cuda.is_available() else device or "cpu")
+    if dev.type == "cuda":
+        return f"cuda: {torch.cuda.get_device_name(dev)}"
+    return f"cpu: {platform.machine()} x{os.cpu_count()} ({platform.system()})"
+
+
+def provenance(*, command: str | None = None, wall_s: float | None = None, device=None, **extra) -> dict:
+    """How a table was made: command, version, commit (+ dirty), device, UTC date, wall time, and ``extra``."""
+    status = _git("status", "--porcelain", "--untracked-files=no")
+    return {"command": command if command is not None else " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+            "fltutor_version": __version__, "commit": _git("rev-parse", "HEAD") or "unknown",
+            "dirty": None if status is None else bool(status), "device": device_name(device),
+            "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "wall_s": None if wall_s is None else round(float(wall_s), 1), **extra}
+
+
+def _check_rows(rows: Sequence[dict]) -> list[str]:
+    if not rows:
+        raise ValueError("rows: a table needs at least one row")
+    cols = list(rows[0])
+    for need in ("metric", "value"):
+        if need not in cols:
+            raise ValueError(f"rows: every row needs a {need!r} column (tidy: one row per run and metric); "
+                             f"got columns {cols}")
+    for i, r in enumerate(rows):
+        if list(r) != cols:
+            raise ValueError(f"rows: row {i} has columns {list(r)}, the first row {cols}; give every row the same "
+                             "columns in the same order")
+    return cols
+
+
+def write_table(folder, name: str, rows: Sequence[dict], meta: dict) -> tuple[Path, Path]:
+    """Write ``<folder>/<name>.csv`` (tidy rows) and ``<name>.json`` (``meta``, see ``provenance``) atomically."""
+    cols = _check_rows(rows)
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
+    w.writeheader()
+    for r in rows:
+        w.writerow({k: "" if v is None or (isinstance(v, float) and math.isnan(v)) else v for k, v in r.items()})
+    path = folder / f"{name}.csv"
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(buf.getvalue())
+    os.replace(tmp, path)
+    meta_path = folder / f"{name}.json"
+    atomic_write_json(meta_path, {**meta, "table": f"{name}.csv", "rows": len(rows), "columns": cols})
+    return path, meta_path
+
+
+def _value(text: str):
+    if text == "":
+        return None
+    try:
+        v = float(text)
+    except ValueError:
+        return text
+    return int(v) if v.is_integer() and "." not in text and "e" not in text.lower() else v
+
+
+def read_table(folder, name: str) -> tuple[list[dict], dict] | None:
+    """(rows, meta) of a table written by ``write_table``, or None if it does not exist yet."""
+    import json
+    folder = Path(folder)
+    path, meta_path = folder / f"{name}.csv", folder / f"{name}.json"
+    if not path.exists():
+        return None
+    with open(path, newline="") as f:
+        rows = [{k: _value(v) for k, v in r.items()} for r in csv.DictReader(f)]
+    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+    return rows, meta
+
+
+def summarize(rows: Sequence[dict], by: Sequence[str], metric: str | None = None) -> dict[tuple, dict]:
+    """Mean, sample standard deviation and count of ``value`` per group of ``by`` (missing values skipped)."""
+    groups: dict[tuple, list[float]] = {}
+    for r in rows:
+        if metric is not None and r["metric"] != metric:
+            continue
+        key = tuple(r[k] for k in by)
+        groups.setdefault(key, [])
+        if r["value"] is not None and not isinstance(r["value"], str):
+            groups[key].append(float(r["value"]))
+    out = {}
+    for key, vals in groups.items():
+        a = np.asarray(vals, dtype=float)
+        out[key] = {"mean": float(a.mean()) if len(a) else None,
+                    "sd": float(a.std(ddof=1)) if len(a) > 1 else None, "n": len(a)}
+    return out
