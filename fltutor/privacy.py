@@ -30,7 +30,8 @@ from . import engine
 from .checks import SettingError, flag, integer, number
 
 __all__ = ["roc_curve", "auc", "tpr_at_fpr", "attack_report", "fit_logistic", "seeded_generator",
-           "loss_threshold_attack", "logit_attack", "train_shadows", "shadow_attack"]
+           "loss_threshold_attack", "logit_attack", "train_shadows", "fit_shadow_attack", "apply_shadow_attack",
+           "shadow_attack"]
 
 
 # ---- checking arrays ---------------------------------------------------------------------------
@@ -308,6 +309,73 @@ def _sorted_log_odds(logits: Tensor, k: int) -> Tensor:
     return z[..., :k] - others
 
 
+def fit_shadow_attack(shadow_model: nn.Module, shadow_params: engine.Params | None, shadow_x: Tensor,
+                      shadow_y: Tensor, *, num_shadows: int = 3, in_size: int | None = None, local_epochs: int,
+                      batch_size: int, lr: float, momentum: float = 0.0, weight_decay: float = 0.0, top_k: int = 3,
+                      l2: float = 1e-3, seed: int) -> dict:
+    """The attacker's half of Shokri et al.: shadow models, then one logistic attack model per class.
+
+    Depends only on the attacker's data, so one fit serves every target of the same data
+    (``apply_shadow_attack``). Returns {"classes", "weights" (C, top_k), "bias" (C,), "top_k",
+    "records" (shadow records per class)}.
+    """
+    top_k = integer("top_k", top_k, low=1, hint="Salem et al. (NDSS 2019) use the top 3")
+    shadows, ins, outs = train_shadows(shadow_model, shadow_params, shadow_x, shadow_y, num_shadows=num_shadows,
+                                       in_size=in_size, local_epochs=local_epochs, batch_size=batch_size, lr=lr,
+                                       momentum=momentum, weight_decay=weight_decay, seed=seed)
+    order = torch.stack([torch.cat([i, o]) for i, o in zip(ins, outs)])  # (S, 2h): in first, then out
+    with torch.no_grad():
+        out = engine.forward(shadow_model, shadows, shadow_x[order])  # (S, 2h, K)
+    K, h = out.shape[-1], order.shape[1] // 2
+    if int(shadow_y.max()) >= K:
+        raise SettingError(f"shadow_y: has label {int(shadow_y.max())} but the shadow model has {K} classes")
+    if top_k > K:
+        raise SettingError(f"top_k: got {top_k}; expected at most the number of classes, {K}")
+    feats = _sorted_log_odds(out, top_k).flatten(0, 1).cpu()       # (S*2h, k) one record per shadow sample
+    inside = torch.tensor([True] * h + [False] * h).repeat(len(ins))  # (S*2h,)
+    cls = shadow_y[order].flatten().cpu()                           # (S*2h,)
+    classes = sorted(set(cls.tolist()))
+    groups = [(cls == c).nonzero().flatten() for c in classes]      # each class's records
+    usable = [bool(inside[g].any() and not inside[g].all()) for g in groups]
+    classes = [c for c, u in zip(classes, usable) if u]
+    groups = [g for g, u in zip(groups, usable) if u]
+    if not classes:
+        raise SettingError("shadow_y: no class has both in and out shadow samples; give the attacker more data")
+    idx = torch.nn.utils.rnn.pad_sequence(groups, batch_first=True)  # (C, Nmax) padded per class
+    real = torch.nn.utils.rnn.pad_sequence([torch.ones(len(g), dtype=torch.bool) for g in groups], batch_first=True)
+    w, b = fit_logistic(feats[idx], inside[idx], real, l2=l2)       # (C, k), (C,) one attack model per class
+    return {"classes": classes, "weights": w, "bias": b, "top_k": top_k, "num_classes": K,
+            "records": [len(g) for g in groups]}
+
+
+def apply_shadow_attack(attack: dict, model: nn.Module, params: engine.Params | None, x: Tensor, y: Tensor,
+                        is_member, *inputs) -> dict:
+    """Score a target with a fitted shadow attack: ``attack_report``, "scores" and "per_class"."""
+    _xy(x, y)
+    m = _members(is_member, len(x))
+    target = _logits(model, params, x, *inputs)                     # (n, K)
+    if target.shape[-1] != attack["num_classes"]:
+        raise SettingError(f"shadow_model: gives {attack['num_classes']} classes but the target gives "
+                           f"{target.shape[-1]}; the shadows must mimic the target's output")
+    classes, y = attack["classes"], y.cpu()
+    missing = sorted(set(y.tolist()) - set(classes))
+    if missing:
+        raise SettingError(f"shadow_y: the shadows have no attack model for class(es) {missing} (they need both in "
+                           f"and out samples of each class); give the attacker more samples of class {missing[0]}")
+    w, b = attack["weights"], attack["bias"]
+    row = torch.tensor([classes.index(c) for c in y.tolist()])      # (n,) each sample's attack model
+    scores = (_sorted_log_odds(target, attack["top_k"]).cpu() * w[row]).sum(-1) + b[row]  # (n,) attack logits
+    per_class = []
+    for r, (c, n_rec) in enumerate(zip(classes, attack["records"])):
+        s, mc = scores[row == r], m[row == r]                       # this class's target samples
+        per_class.append({"class": c, "shadow_records": n_rec, "members": int(mc.sum()),
+                          "non_members": int((~mc).sum()),
+                          "accuracy": float(((s >= 0) == mc).double().mean()) if len(s) else float("nan"),
+                          "auc": auc(s, mc) if mc.any() and not mc.all() else float("nan"),
+                          "weights": w[r], "bias": float(b[r])})
+    return {**attack_report(scores, m, 0.0), "scores": scores, "per_class": per_class}
+
+
 def shadow_attack(model: nn.Module, params: engine.Params | None, x: Tensor, y: Tensor, is_member, *inputs,
                   shadow_x: Tensor, shadow_y: Tensor, shadow_model: nn.Module | None = None,
                   shadow_params: engine.Params | None = None, num_shadows: int = 3, in_size: int | None = None,
@@ -324,50 +392,15 @@ def shadow_attack(model: nn.Module, params: engine.Params | None, x: Tensor, y: 
     probabilities cannot tell them apart. Logistic regression rather than Shokri's MLP: a few
     sorted confidences are a low-dimensional, nearly monotone signal, and a convex fit has one
     answer, needs no tuning and can be tested. Returns ``attack_report``, "scores", "per_class".
+    ``fit_shadow_attack`` and ``apply_shadow_attack`` are its two halves, for many targets.
     """
     _xy(x, y)
-    m = _members(is_member, len(x))
+    _members(is_member, len(x))
     if shadow_model is None and inputs:
         raise SettingError("shadow_model: the target takes extra inputs (e.g. WAFFLe's b), which the attacker "
                            "does not have; pass a plain model of the same shape for the shadows")
-    shadow_model = model if shadow_model is None else shadow_model
-    top_k = integer("top_k", top_k, low=1, hint="Salem et al. (NDSS 2019) use the top 3")
-    shadows, ins, outs = train_shadows(shadow_model, shadow_params, shadow_x, shadow_y, num_shadows=num_shadows,
-                                       in_size=in_size, local_epochs=local_epochs, batch_size=batch_size, lr=lr,
-                                       momentum=momentum, weight_decay=weight_decay, seed=seed)
-    order = torch.stack([torch.cat([i, o]) for i, o in zip(ins, outs)])  # (S, 2h): in first, then out
-    with torch.no_grad():
-        out = engine.forward(shadow_model, shadows, shadow_x[order])  # (S, 2h, K)
-    target = _logits(model, params, x, *inputs)                     # (n, K)
-    K, h = out.shape[-1], order.shape[1] // 2
-    if target.shape[-1] != K:
-        raise SettingError(f"shadow_model: gives {K} classes but the target gives {target.shape[-1]}; "
-                           "the shadows must mimic the target's output")
-    for name, labels in (("y", y), ("shadow_y", shadow_y)):
-        if int(labels.max()) >= K:
-            raise SettingError(f"{name}: has label {int(labels.max())} but the models have {K} classes")
-    if top_k > K:
-        raise SettingError(f"top_k: got {top_k}; expected at most the number of classes, {K}")
-    feats = _sorted_log_odds(out, top_k).flatten(0, 1).cpu()       # (S*2h, k) one record per shadow sample
-    inside = torch.tensor([True] * h + [False] * h).repeat(len(ins))  # (S*2h,)
-    cls, y = shadow_y[order].flatten().cpu(), y.cpu()               # (S*2h,), (n,)
-    classes = sorted(set(y.tolist()))
-    groups = [(cls == c).nonzero().flatten() for c in classes]      # each class's records
-    for c, g in zip(classes, groups):
-        if inside[g].all() or not inside[g].any():
-            raise SettingError(f"shadow_y: the shadows have {int(inside[g].sum())} in and {int((~inside[g]).sum())} "
-                               f"out samples of class {c}; its attack model needs both: give the attacker more "
-                               f"samples of class {c}")
-    idx = torch.nn.utils.rnn.pad_sequence(groups, batch_first=True)  # (C, Nmax) padded per class
-    real = torch.nn.utils.rnn.pad_sequence([torch.ones(len(g), dtype=torch.bool) for g in groups], batch_first=True)
-    w, b = fit_logistic(feats[idx], inside[idx], real, l2=l2)       # (C, k), (C,) one attack model per class
-    row = torch.tensor([classes.index(c) for c in y.tolist()])      # (n,) each sample's attack model
-    scores = (_sorted_log_odds(target, top_k).cpu() * w[row]).sum(-1) + b[row]  # (n,) attack logits
-    per_class = []
-    for r, (c, g) in enumerate(zip(classes, groups)):
-        s, mc = scores[row == r], m[row == r]                       # this class's target samples
-        per_class.append({"class": c, "shadow_records": len(g), "members": int(mc.sum()),
-                          "non_members": int((~mc).sum()), "accuracy": float(((s >= 0) == mc).double().mean()),
-                          "auc": auc(s, mc) if mc.any() and not mc.all() else float("nan"),
-                          "weights": w[r], "bias": float(b[r])})
-    return {**attack_report(scores, m, 0.0), "scores": scores, "per_class": per_class}
+    attack = fit_shadow_attack(model if shadow_model is None else shadow_model, shadow_params, shadow_x, shadow_y,
+                               num_shadows=num_shadows, in_size=in_size, local_epochs=local_epochs,
+                               batch_size=batch_size, lr=lr, momentum=momentum, weight_decay=weight_decay,
+                               top_k=top_k, l2=l2, seed=seed)
+    return apply_shadow_attack(attack, model, params, x, y, is_member, *inputs)

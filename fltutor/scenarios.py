@@ -17,6 +17,8 @@ test clients for FedCMNIST).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import torch
 from torch import Tensor
@@ -27,7 +29,8 @@ from .checks import integer, number, option
 from .data import FederatedData, make_federated
 
 __all__ = ["WAFFLE_IBP_SETTINGS", "waffle_ibp_data", "SKEWS", "TRAIN_HUES", "TEST_HUES", "GMA_SETTINGS",
-           "hue_to_rgb", "colorize", "gma_data", "gma_model", "waffle_weighted_data", "WE_PENALTY_MNIST"]
+           "hue_to_rgb", "colorize", "gma_data", "gma_model", "waffle_weighted_data", "WE_PENALTY_MNIST",
+           "PrivacyData", "privacy_data"]
 
 # WAFFLe section IV-A-2: model and SGD learning rate per dataset (the same for all methods).
 WAFFLE_IBP_SETTINGS = {
@@ -192,3 +195,47 @@ def waffle_weighted_data(dataset: str, distribution: str, *, seed: int, num_agen
                 idx = torch.as_tensor(part)
                 y[idx] = perm[y[idx]]
     return FederatedData(x, y, tr, te, source=getattr(train_set, "source", "unknown"))
+
+
+# ---- the privacy audit (notebook 05) -------------------------------------------------------------
+@dataclass
+class PrivacyData:
+    """The audit's data: IID clients, and two pools no client holds (indices into ``fed.x``)."""
+    fed: FederatedData            # clients: local training set (the members) and held-out set (non-members)
+    attacker: np.ndarray          # the attacker's own labelled data, from the same distribution
+    evaluator: np.ndarray         # training data of the separate classifier that scores inversions
+
+
+def privacy_data(dataset: str, *, seed: int, num_clients: int = 10, train_per_client: int = 1000,
+                 heldout_per_client: int = 250, attacker_size: int = 4000, root=None, download: bool = False,
+                 train_set=None, test_set=None) -> PrivacyData:
+    """The privacy audit's split of ``dataset``'s training split into disjoint, identically distributed parts.
+
+    Weight-factorization WAFFLe's Table 3 trains on 1,000 samples per client (IEEE Access 2022,
+    Sec. IV-E) and does not say how they were split; we deal them IID, so members (a client's
+    training set), non-members (its held-out set) and the attacker's data come from one
+    distribution, as Shokri et al. assume. What is left trains the evaluation classifier of the
+    inversion attack; the dataset's test split measures global accuracy.
+    """
+    integer("seed", seed, low=0, high=2**32 - 1)
+    integer("num_clients", num_clients, low=1)
+    integer("train_per_client", train_per_client, low=1, hint="WAFFLe Table 3 uses 1000")
+    integer("heldout_per_client", heldout_per_client, low=1, hint="the non-members a client's members are tested against")
+    integer("attacker_size", attacker_size, low=2, hint="shadow models draw disjoint in/out halves from it")
+    train_set = fdata.load(dataset, train=True, root=root, download=download) if train_set is None else train_set
+    test_set = fdata.load(dataset, train=False, root=root, download=download) if test_set is None else test_set
+    n, per = len(train_set.y), train_per_client + heldout_per_client
+    need = num_clients * per + attacker_size
+    if need >= n:
+        raise ValueError(f"privacy_data: {num_clients} clients x ({train_per_client} + {heldout_per_client}) samples "
+                         f"+ {attacker_size} for the attacker need {need} of the {n} training samples of {dataset} "
+                         f"({getattr(train_set, 'source', 'unknown')}), and the evaluation classifier needs the rest; "
+                         "lower num_clients, train_per_client or attacker_size")
+    perm = np.random.default_rng([seed, 5]).permutation(n)
+    blocks = [perm[k * per: (k + 1) * per] for k in range(num_clients)]
+    train = [np.sort(b[:train_per_client]) for b in blocks]
+    heldout = [np.sort(b[train_per_client:]) for b in blocks]
+    fed = FederatedData(train_set.x, train_set.y, train, heldout, test_set.x, test_set.y,
+                        source=getattr(train_set, "source", "unknown"))
+    lo = num_clients * per
+    return PrivacyData(fed, np.sort(perm[lo: lo + attacker_size]), np.sort(perm[lo + attacker_size:]))
