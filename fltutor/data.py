@@ -137,6 +137,16 @@ def _to_tensor(images, spec: _Spec) -> Tensor:
     return ((x - mean) / std).contiguous()
 
 
+def pixel_bounds(name: str) -> tuple[float, float]:
+    """(lo, hi): pixel values 0 and 1 after this dataset's normalisation (the widest over channels).
+
+    Attacks that rebuild images clip to these bounds, and score PSNR with data range hi - lo,
+    which equals PSNR of the [0, 1] pixels for a one-channel dataset.
+    """
+    spec = _spec(name)
+    return (min((0 - m) / s for m, s in zip(spec.mean, spec.std)), max((1 - m) / s for m, s in zip(spec.mean, spec.std)))
+
+
 def _bundled_path(name: str) -> Path:
     return BUNDLED_DIR / f"{name}.npz"
 

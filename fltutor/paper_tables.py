@@ -73,3 +73,24 @@ GMA_TABLE = {
 # Table 4: one FedAvg round on FMNIST, 10 clients, 5 participating, 3 local epochs:
 # mean accuracy of (participating AVG, participating GMA, non-participating AVG, non-participating GMA)
 GMA_TABLE4 = (86.97, 89.07, 75.07, 78.53)
+
+# Privacy: WAFFLe (IEEE Access 2022) Table 3 (shadow-model MIA, LeNet on CIFAR-10, 1000 samples per client,
+# in %, mean ± spread) and Table 4 (MI-FACE on FMNIST: PSNR in dB, attack accuracy in %; evaluation
+# classifier 96.67 %), and GMA (TMLR 2023) App. F (logistic attacker on the global model's logits,
+# CIFAR-10 ResNet, in %). Key: (what, method label, attack, metric, scale of ours, view attacked);
+# value: (number, spread or None).
+PRIVACY_PAPERS = {
+    ("WAFFLe Table 3: FedAvg, shadow MIA accuracy (%)", "fedavg", "shadow", "accuracy", 100, "message"): (83.85, 1.62),
+    ("WAFFLe Table 3: FedAvg, shadow MIA F1 (%)", "fedavg", "shadow", "f1", 100, "message"): (83.72, 2.19),
+    ("WAFFLe Table 3: WAFFLe, shadow MIA accuracy (%)", "waffle_ibp", "shadow", "accuracy", 100, "message"): (56.20, 1.40),
+    ("WAFFLe Table 3: WAFFLe, shadow MIA F1 (%)", "waffle_ibp", "shadow", "f1", 100, "message"): (54.39, 1.85),
+    ("WAFFLe Table 4: FedAvg, inversion PSNR (dB)", "fedavg", "inversion", "psnr", 1, "message"): (12.46, None),
+    ("WAFFLe Table 4: FedAvg, inversion attack accuracy (%)", "fedavg", "inversion", "attack_accuracy", 100,
+     "message"): (60.63, None),
+    ("WAFFLe Table 4: WAFFLe, inversion PSNR (dB)", "waffle_ibp", "inversion", "psnr", 1, "message"): (10.22, None),
+    ("WAFFLe Table 4: WAFFLe, inversion attack accuracy (%)", "waffle_ibp", "inversion", "attack_accuracy", 100,
+     "message"): (40.78, None),
+    ("GMA App. F: AVG, logit MIA accuracy (%)", "fedavg", "logit", "accuracy", 100, "server"): (57.0, None),
+    ("GMA App. F: GMA, logit MIA accuracy (%)", "gma", "logit", "accuracy", 100, "server"): (55.0, None),
+}
+WAFFLE_IBP_EVALUATOR_ACC = 96.67   # Table 4's evaluation classifier (%)
