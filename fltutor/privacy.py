@@ -391,7 +391,10 @@ def shadow_attack(model: nn.Module, params: engine.Params | None, x: Tensor, y: 
     1 - 1e-3 lie far apart, as Carlini et al. scale confidences; a linear attacker on raw
     probabilities cannot tell them apart. Logistic regression rather than Shokri's MLP: a few
     sorted confidences are a low-dimensional, nearly monotone signal, and a convex fit has one
-    answer, needs no tuning and can be tested. Returns ``attack_report``, "scores", "per_class".
+    answer, needs no tuning and can be tested. Sorting the confidences (Salem et al., NDSS 2019;
+    Shokri's attack models see the whole vector in class order) hides whether the top class is the
+    true one; a label-aware attack (the loss threshold) can do better on a target that errs
+    confidently. Returns ``attack_report``, "scores", "per_class".
     ``fit_shadow_attack`` and ``apply_shadow_attack`` are its two halves, for many targets.
     """
     _xy(x, y)
