@@ -46,3 +46,14 @@ def test_bad_rows_are_refused_before_anything_is_written(tmp_path, rows, match):
     with pytest.raises(ValueError, match=match):
         results.write_table(tmp_path, "t", rows, {})
     assert not any(tmp_path.iterdir())
+
+
+def test_every_committed_table_says_how_it_was_made():
+    """Each results/<paper>/<table>.csv has its JSON beside it, and the JSON counts the rows it describes."""
+    tables = sorted(results.RESULTS_DIR.glob("*/*.csv"))
+    for path in tables:
+        rows, meta = results.read_table(path.parent, path.stem)
+        for key in ("command", "fltutor_version", "commit", "device", "date", "wall_s"):
+            assert meta.get(key) not in (None, ""), f"{path}: the JSON lacks {key}"
+        assert meta["rows"] == len(rows) and meta["columns"] == list(rows[0]), path
+        assert all(r["value"] is None or isinstance(r["value"], (int, float)) for r in rows), path

@@ -1,0 +1,66 @@
+"""Print the privacy audit's full-scale table (results/privacy/audit_<dataset>.csv) as markdown, for the README.
+
+    python scripts/privacy_table.py mnist
+
+One row per method: what the attacker holds (the intercepted message; Local: the device; DP-FedAvg
+also the released global model), each attack's mean ± sample sd over seeds, and local accuracy.
+"""
+from __future__ import annotations
+
+import argparse
+
+from fltutor import results
+
+COLUMNS = [("shadow", "accuracy", 100, "shadow acc"), ("shadow", "f1", 100, "shadow F1"),
+           ("shadow", "auc", 100, "shadow AUC"), ("shadow", "tpr@1%fpr", 100, "TPR@1%FPR"),
+           ("loss", "auc", 100, "loss AUC"), ("logit", "accuracy", 100, "logit acc"),
+           ("inversion", "psnr", 1, "PSNR dB"), ("inversion", "attack_accuracy", 100, "inversion acc")]
+
+
+def view_of(name: str, method: str) -> tuple[str, str]:
+    """The target the table reports for a method: its message, with the guess an attacker needs."""
+    if method == "local":
+        return "client", ""
+    if method.startswith("waffle_ibp"):
+        return "message", "prior"
+    return "message", "probe" if method == "fedper" else ""
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("dataset", help="mnist or fashionmnist")
+    a = ap.parse_args()
+    got = results.read_table(results.RESULTS_DIR / "privacy", f"audit_{a.dataset}")
+    if got is None:
+        raise SystemExit(f"no results/privacy/audit_{a.dataset}.csv yet: run configs/05_paper.yaml")
+    rows, meta = got
+    names = list(dict.fromkeys(r["name"] for r in rows if r["name"] != "evaluator"))
+    method = {r["name"]: r["method"] for r in rows}
+    views = [(n, *view_of(n, method[n])) for n in names]
+    views += [(n, "server", "") for n in names if method[n] == "dp_fedavg"]
+    stats = results.summarize(rows, by=("name", "view", "guess", "attack", "metric"))
+    util = results.summarize(rows, by=("name", "metric"), metric="mean_local_acc")
+    head = ["method", "target"] + [c[3] for c in COLUMNS] + ["local acc", "seeds"]
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for n, view, guess in views:
+        cells = [n, f"{view} ({guess})" if guess else view]
+        seeds = 0
+        for attack, metric, scale, _ in COLUMNS:
+            s = stats.get((n, view, guess, attack, metric))
+            if s is None or s["mean"] is None:
+                cells.append("–")
+                continue
+            seeds = max(seeds, s["n"])
+            cells.append(f"{s['mean'] * scale:.1f}" + (f" ± {s['sd'] * scale:.1f}" if s["sd"] is not None else ""))
+        u = util.get((n, "mean_local_acc"))
+        cells.append(f"{u['mean']:.1f}" + (f" ± {u['sd']:.1f}" if u["sd"] is not None else "") if u else "–")
+        cells.append(str(seeds))
+        print("| " + " | ".join(cells) + " |")
+    ev = results.summarize(rows, by=("metric",), metric="evaluator_acc").get(("evaluator_acc",))
+    print(f"\n{meta.get('command')} | {meta.get('device')} | {meta.get('date')} | commit {str(meta.get('commit'))[:10]}"
+          f" | {meta.get('wall_s')} s | evaluation classifier {ev['mean']:.2f} %" if ev else "")
+
+
+if __name__ == "__main__":
+    main()
