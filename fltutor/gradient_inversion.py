@@ -46,7 +46,7 @@ from torch.func import functional_call, grad, vmap
 
 from . import engine
 from .checks import SettingError, integer, number, option
-from .inversion import _tv, psnr
+from .inversion import _tv, image_pair, psnr
 from .privacy import _xy, seeded_generator
 
 __all__ = ["client_gradient", "invert_linear_layer", "infer_labels", "invert_gradient", "match_order",
@@ -304,12 +304,7 @@ def invert_gradient(model: nn.Module, params: engine.Params | None, target_grad:
 # ---- scoring -----------------------------------------------------------------------------------
 def match_order(recon: Tensor, truth: Tensor) -> Tensor:
     """order (N,) such that recon[order[i]] is matched to truth[i], minimising the summed MSE."""
-    for name, t in (("recon", recon), ("truth", truth)):
-        if not isinstance(t, Tensor) or t.ndim < 2 or len(t) == 0:
-            raise SettingError(f"{name}: got {type(t).__name__} of shape {tuple(getattr(t, 'shape', ()))}; "
-                               "expected a tensor (N, ...) of N >= 1 images")
-    if recon.shape != truth.shape:
-        raise SettingError(f"recon: got shape {tuple(recon.shape)}; expected the shape of truth, {tuple(truth.shape)}")
+    image_pair(("truth", truth), ("recon", recon))
     r = recon.detach().double().cpu().flatten(1)                         # (N, D)
     t = truth.detach().double().cpu().flatten(1)                         # (N, D)
     mse = ((t[:, None, :] - r[None, :, :]) ** 2).mean(-1)                # (N true, N recon)

@@ -128,18 +128,24 @@ def invert_class(model: nn.Module, params: engine.Params | None, target_class, *
     return x.detach()
 
 
+def image_pair(first: tuple[str, Tensor], second: tuple[str, Tensor]) -> None:
+    """Check two named image batches (N, ...) of the same shape, naming the argument that is wrong."""
+    for name, t in (first, second):
+        if not isinstance(t, Tensor) or t.ndim < 2 or len(t) == 0:
+            raise SettingError(f"{name}: got {type(t).__name__} of shape {tuple(getattr(t, 'shape', ()))}; "
+                               "expected a tensor (N, ...) of N >= 1 images")
+    if first[1].shape != second[1].shape:
+        raise SettingError(f"{second[0]}: got shape {tuple(second[1].shape)}; expected the shape of {first[0]}, "
+                           f"{tuple(first[1].shape)}")
+
+
 def psnr(a: Tensor, b: Tensor, data_range: float) -> Tensor:
     """Peak signal-to-noise ratio per image in dB, 10 log10(data_range^2 / MSE): (N, ...) x2 -> (N,) float64.
 
     Identical images (MSE 0) give +inf, as 10 log10(r^2 / 0) does.
     """
     data_range = number("data_range", data_range, low=0, low_open=True, hint="1.0 for pixels in [0, 1]")
-    for name, t in (("a", a), ("b", b)):
-        if not isinstance(t, Tensor) or t.ndim < 2 or len(t) == 0:
-            raise SettingError(f"{name}: got {type(t).__name__} of shape {tuple(getattr(t, 'shape', ()))}; "
-                               "expected a tensor (N, ...) of N >= 1 images")
-    if a.shape != b.shape:
-        raise SettingError(f"b: got shape {tuple(b.shape)}; expected the shape of a, {tuple(a.shape)}")
+    image_pair(("a", a), ("b", b))
     mse = ((a.detach().double() - b.detach().double().to(a.device)) ** 2).flatten(1).mean(1)  # (N,)
     if not torch.isfinite(mse).all():
         raise SettingError("a: the images hold NaN or infinite values; PSNR needs finite pixels")
