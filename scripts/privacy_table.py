@@ -34,6 +34,8 @@ def main() -> None:
     if got is None:
         raise SystemExit(f"no results/privacy/audit_{a.dataset}.csv yet: run configs/05_paper.yaml")
     rows, meta = got
+    for r in rows:   # an empty CSV cell reads as None; the guess column uses "" for "nothing was missing"
+        r["guess"] = r["guess"] or ""
     names = list(dict.fromkeys(r["name"] for r in rows if r["name"] != "evaluator"))
     method = {r["name"]: r["method"] for r in rows}
     views = [(n, *view_of(n, method[n])) for n in names]
