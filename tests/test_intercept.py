@@ -7,7 +7,7 @@ import torch
 from fltutor import methods
 from fltutor.federation import Federation
 
-from tests.methods.tiny import tiny_fed
+from methods.tiny import tiny_fed  # tests/ is on sys.path (pytest rootdir insertion)
 
 # every registered method with the settings it needs on 8 tiny clients
 SETTINGS = {"weight_erosion": {"client_fraction": 1.0}, "waffle_weighted": {"client_fraction": 1.0}}

@@ -18,7 +18,7 @@ from fltutor.layers import FactorizedConv2d, FactorizedLinear
 from fltutor.selection_attack import (average_ranks, cross_client_spearman, fit_selection, selection_from_update,
                                       selection_recovery, spearman, two_means_count, update_scores)
 
-from tests.methods.tiny import tiny_fed
+from methods.tiny import tiny_fed  # tests/ is on sys.path (pytest rootdir insertion)
 
 DT = torch.float64
 

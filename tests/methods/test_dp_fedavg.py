@@ -13,7 +13,7 @@ from fltutor.methods.base import Round, RunConfig
 from fltutor.methods.dp_fedavg import DPFedAvg, DPFedAvgParams, clip_updates, epsilon
 from fltutor.models import make_model
 
-from tests.methods.tiny import cohort, tiny_fed
+from tiny import cohort, tiny_fed
 
 EQUAL = [24] * 8                  # equal clients: 18 training samples each after the local test quarter
 KW = dict(rounds=2, client_fraction=0.5, local_epochs=1, batch_size=8, lr=0.1, seed=2)   # m = 4 of N = 8
