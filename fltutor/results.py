@@ -24,7 +24,7 @@ import numpy as np
 from . import __version__
 from .checkpoint import atomic_write_json
 
-__all__ = ["provenance", "write_table", "read_table", "summarize", "RESULTS_DIR"]
+__all__ = ["provenance", "write_table", "merge_rows", "read_table", "summarize", "RESULTS_DIR"]
 
 RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
 
@@ -72,10 +72,38 @@ def _check_rows(rows: Sequence[dict]) -> list[str]:
     return cols
 
 
-def write_table(folder, name: str, rows: Sequence[dict], meta: dict) -> tuple[Path, Path]:
-    """Write ``<folder>/<name>.csv`` (tidy rows) and ``<name>.json`` (``meta``, see ``provenance``) atomically."""
-    cols = _check_rows(rows)
+def merge_rows(old: Sequence[dict], new: Sequence[dict]) -> list[dict]:
+    """``old`` rows that no ``new`` row replaces, then ``new``; a row is identified by every column but ``value``.
+
+    Columns are the union (old ones first); a row missing a column gets None there. So a table can grow
+    over several commands (one dataset now, another on a GPU later) and a rerun replaces its own rows."""
+    cols = list(dict.fromkeys([k for r in [*old[:1], *new[:1]] for k in r]))
+    cols = [c for c in cols if c not in ("metric", "value")] + ["metric", "value"]
+
+    def ident(r):
+        return tuple(("" if r.get(c) is None else str(r.get(c))) for c in cols if c != "value")
+
+    fresh = {ident(r) for r in new}
+    return [{c: r.get(c) for c in cols} for r in [*(r for r in old if ident(r) not in fresh), *new]]
+
+
+def write_table(folder, name: str, rows: Sequence[dict], meta: dict, *, merge: bool = False) -> tuple[Path, Path]:
+    """Write ``<folder>/<name>.csv`` (tidy rows) and ``<name>.json`` (``meta``, see ``provenance``) atomically.
+
+    ``merge=True`` keeps the rows already in the table that ``rows`` does not replace (``merge_rows``), and
+    the JSON lists every command that contributed under ``parts`` (the newest also at the top level)."""
+    _check_rows(rows)
     folder = Path(folder)
+    if merge:
+        got = read_table(folder, name)
+        if got is not None:
+            old_rows, old_meta = got
+            rows = merge_rows(old_rows, rows)
+            parts = old_meta.get("parts") or [{k: v for k, v in old_meta.items() if k not in ("rows", "columns", "table")}]
+            meta = {**meta, "parts": [*parts, dict(meta)]}
+        else:
+            meta = {**meta, "parts": [dict(meta)]}
+    cols = _check_rows(rows)
     folder.mkdir(parents=True, exist_ok=True)
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
