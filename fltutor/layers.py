@@ -20,7 +20,7 @@ import torch
 from torch import nn, Tensor
 import torch.nn.functional as F
 
-__all__ = ["FactorizedLinear", "FactorizedConv2d", "IBPMLP", "IBPCNNFashion", "IBPCNNCifar",
+__all__ = ["FactorizedLinear", "FactorizedConv2d", "CONV_FACTORIZATIONS", "IBPMLP", "IBPCNNFashion", "IBPCNNCifar",
            "FACTORIZED_MODELS", "make_factorized_model", "factorized_layers"]
 
 
@@ -49,31 +49,49 @@ class FactorizedLinear(nn.Module):
         return (h * (self.r * b)) @ self.w_a.T + self.bias  # (B, out)
 
 
+CONV_FACTORIZATIONS = ("appendix_a", "spatial")
+
+
 class FactorizedConv2d(nn.Module):
-    """Convolution whose (out, in*k*k) kernel matrix is W_a diag(r * b) W_b (Appendix A)."""
+    """Convolution whose (out, in*k*k) kernel matrix is W_a diag(r * b) W_b (Appendix A).
+
+    ``factorization="spatial"`` is the reading that reproduces the paper's FMNIST parameter count
+    (Table 2): W_b is F x (k*k), so one k x k kernel per output channel is shared by every input
+    channel. The layer then convolves the channel sum of its input, which is the same function."""
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: int, num_factors: int, *,
-                 padding: int = 0):
+                 padding: int = 0, factorization: str = "appendix_a"):
         super().__init__()
         if min(in_channels, out_channels, kernel_size, num_factors) < 1:
             raise ValueError(f"FactorizedConv2d: sizes must be >= 1, got in={in_channels}, "
                              f"out={out_channels}, kernel={kernel_size}, num_factors={num_factors}")
-        self.num_factors, self.padding = num_factors, padding
+        if factorization not in CONV_FACTORIZATIONS:
+            raise ValueError(f"FactorizedConv2d: factorization={factorization!r}; choose one of {CONV_FACTORIZATIONS}")
+        self.num_factors, self.padding, self.factorization = num_factors, padding, factorization
         self.in_channels, self.kernel_size = in_channels, kernel_size
         fan_in = in_channels * kernel_size * kernel_size
+        cols = kernel_size * kernel_size if factorization == "spatial" else fan_in
         self.w_a = nn.Parameter(torch.randn(out_channels, num_factors) / math.sqrt(num_factors))
-        self.w_b = nn.Parameter(torch.randn(num_factors, fan_in) / math.sqrt(fan_in))
+        # W_b ~ N(0, 1/fan_in) in both readings, so the layer starts at the same activation scale
+        self.w_b = nn.Parameter(torch.randn(num_factors, cols) / math.sqrt(fan_in))
         self.r = nn.Parameter(torch.ones(num_factors))
         self.bias = nn.Parameter(torch.zeros(out_channels))
 
     def weight(self, b: Tensor) -> Tensor:
         """The client's kernel, W_a diag(r * b) W_b reshaped to (out, in, k, k)."""
         k = self.kernel_size
-        return ((self.w_a * (self.r * b)) @ self.w_b).view(-1, self.in_channels, k, k)
+        w = (self.w_a * (self.r * b)) @ self.w_b
+        if self.factorization == "spatial":
+            return w.view(-1, 1, k, k).expand(-1, self.in_channels, k, k)
+        return w.view(-1, self.in_channels, k, k)
 
     def forward(self, x: Tensor, b: Tensor) -> Tensor:
         # Here composing the kernel first is cheaper: F*out*in*k*k multiply-adds once, against
         # a convolution that repeats in*k*k work at every output pixel of every image.
+        if self.factorization == "spatial":   # a kernel shared over input channels sees their sum
+            k = self.kernel_size
+            w = ((self.w_a * (self.r * b)) @ self.w_b).view(-1, 1, k, k)
+            return F.conv2d(x.sum(1, keepdim=True), w, self.bias, padding=self.padding)
         return F.conv2d(x, self.weight(b), self.bias, padding=self.padding)  # (B, out, H', W')
 
 
@@ -102,10 +120,11 @@ class IBPMLP(nn.Module):
 class IBPCNNFashion(nn.Module):
     """The WAFFLe FMNIST model: both 5x5 convolutions factorized (F = 25), the FC layer shared."""
 
-    def __init__(self, num_factors: int = 25, in_channels: int = 1, num_classes: int = 10):
+    def __init__(self, num_factors: int = 25, in_channels: int = 1, num_classes: int = 10,
+                 conv_factorization: str = "appendix_a"):
         super().__init__()
-        self.conv1 = FactorizedConv2d(in_channels, 16, 5, num_factors, padding=2)
-        self.conv2 = FactorizedConv2d(16, 32, 5, num_factors, padding=2)
+        self.conv1 = FactorizedConv2d(in_channels, 16, 5, num_factors, padding=2, factorization=conv_factorization)
+        self.conv2 = FactorizedConv2d(16, 32, 5, num_factors, padding=2, factorization=conv_factorization)
         self.fc = nn.Linear(7 * 7 * 32, num_classes)
 
     def forward(self, x: Tensor, b: dict[str, Tensor]) -> Tensor:
@@ -117,11 +136,12 @@ class IBPCNNFashion(nn.Module):
 class IBPCNNCifar(nn.Module):
     """The WAFFLe CIFAR-10 model: F = 10, 10, 80, 40 for conv1, conv2, fc1, fc2; fc3 shared."""
 
-    def __init__(self, num_factors: tuple[int, int, int, int] = (10, 10, 80, 40), num_classes: int = 10):
+    def __init__(self, num_factors: tuple[int, int, int, int] = (10, 10, 80, 40), num_classes: int = 10,
+                 conv_factorization: str = "appendix_a"):
         super().__init__()
         f1, f2, f3, f4 = num_factors
-        self.conv1 = FactorizedConv2d(3, 16, 3, f1)
-        self.conv2 = FactorizedConv2d(16, 16, 3, f2)
+        self.conv1 = FactorizedConv2d(3, 16, 3, f1, factorization=conv_factorization)
+        self.conv2 = FactorizedConv2d(16, 16, 3, f2, factorization=conv_factorization)
         self.fc1 = FactorizedLinear(16 * 6 * 6, 80, f3)
         self.fc2 = FactorizedLinear(80, 60, f4)
         self.fc3 = nn.Linear(60, num_classes)
@@ -141,11 +161,18 @@ FACTORIZED_MODELS = {
 }
 
 
-def make_factorized_model(name: str, *, seed: int, num_factors=None) -> nn.Module:
-    """The factorized twin of baseline model ``name``; ``num_factors`` overrides the paper's F."""
+def make_factorized_model(name: str, *, seed: int, num_factors=None, conv_factorization: str = "appendix_a") -> nn.Module:
+    """The factorized twin of baseline model ``name``; ``num_factors`` overrides the paper's F, and
+    ``conv_factorization`` picks how convolution kernels are factorized (``FactorizedConv2d``)."""
     if name not in FACTORIZED_MODELS:
         raise ValueError(f"no factorized version of model {name!r}; choose one of {sorted(FACTORIZED_MODELS)}")
+    if conv_factorization not in CONV_FACTORIZATIONS:
+        raise ValueError(f"conv_factorization={conv_factorization!r}; choose one of {CONV_FACTORIZATIONS}")
+    if conv_factorization != "appendix_a" and name == "mlp":
+        raise ValueError(f"conv_factorization={conv_factorization!r} needs a convolutional model; {name!r} has no "
+                         "convolution (use 'appendix_a')")
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         cls = FACTORIZED_MODELS[name]
-        return cls() if num_factors is None else cls(num_factors)
+        kw = {} if conv_factorization == "appendix_a" else {"conv_factorization": conv_factorization}
+        return cls(**kw) if num_factors is None else cls(num_factors, **kw)

@@ -316,12 +316,14 @@ def plot_image_grid(images, row_labels: Sequence[str] | None = None, col_labels:
 
 
 def plot_lr_grid(panels: dict, client_lrs: Sequence[float], server_lrs: Sequence[float], *, axes=None,
-                 diff_keys: Sequence[str] = (), fmt: str = "{:.1f}"):
+                 diff_keys: Sequence[str] = (), fmt: str = "{:.1f}", xlabel: str = "client rate $\\eta_l$",
+                 ylabel: str = "server rate $\\eta_g$", marks: dict | None = None):
     """Annotated heatmaps of accuracy over server rate (rows) x client rate (columns), one per panel.
 
     ``panels``: {title: (S, L) array} with NaN for a run that diverged or was not run (drawn as a hatched
     "—"). Panels named in ``diff_keys`` are differences: a red-blue map centred on 0; the others share
-    one 0-100 % scale, so two panels read alike.
+    one 0-100 % scale, so two panels read alike. Any other pair of settings can be drawn by naming the
+    axes (``xlabel``, ``ylabel``); ``marks`` {title: (S, L) bool array} outlines chosen cells in red.
     """
     n = len(panels)
     if axes is None:
@@ -342,6 +344,9 @@ def plot_lr_grid(panels: dict, client_lrs: Sequence[float], server_lrs: Sequence
             ax.text(j, i, text, ha="center", va="center", fontsize=8, color="w" if light else "k")
         ax.set_xticks(range(len(client_lrs)), [f"{v:g}" for v in client_lrs])
         ax.set_yticks(range(len(server_lrs)), [f"{v:g}" for v in server_lrs])
-        ax.set(title=title, xlabel="client rate $\\eta_l$", ylabel="server rate $\\eta_g$")
+        for (i, j), on in np.ndenumerate(np.asarray((marks or {}).get(title, np.zeros(a.shape, bool)))):
+            if on:
+                ax.add_patch(plt.Rectangle((j - 0.48, i - 0.48), 0.96, 0.96, fill=False, ec="C3", lw=2))
+        ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
         plt.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
     return axes

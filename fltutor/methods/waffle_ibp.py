@@ -32,7 +32,7 @@ import torch
 from .. import aggregators, ibp
 from ..checks import check_fields
 from ..engine import broadcast
-from ..layers import factorized_layers, make_factorized_model
+from ..layers import CONV_FACTORIZATIONS, factorized_layers, make_factorized_model
 from .base import EvalModel, Job, Method
 
 SELECTIONS = ("ibp", "l1")
@@ -50,10 +50,12 @@ class WaffleIBPParams:
     selection_optimizer: str = "sgd"   # step rule of the private parameters: "sgd" or "adam"
     selection_lr: Optional[float] = None  # their rate; None: the client lr
     hard_selection: bool = False  # score seen clients with b = 1[pi > 0.5] instead of pi (a diagnostic)
+    conv_factorization: str = "appendix_a"   # "spatial": W_b spans only k x k (the paper's FMNIST count)
 
     def __post_init__(self):
         check_fields(self, {
             "selection": dict(allowed=SELECTIONS), "selection_optimizer": dict(allowed=("sgd", "adam")),
+            "conv_factorization": dict(allowed=CONV_FACTORIZATIONS),
             "num_factors": dict(low=1, hint="None: the paper's F for the model"),
             "selection_lr": dict(low=0, low_open=True, hint="None: the client lr"),
             "alpha_ratio": dict(low=0, low_open=True, hint="the paper's Table 9 uses alpha/F in 0.4..1"),
@@ -94,7 +96,8 @@ class WaffleIBP(Method):
         if not isinstance(model, str):
             raise ValueError("waffle_ibp: pass the baseline model's name (e.g. 'mlp'); its factorized twin is "
                              "built from fltutor.layers")
-        net = make_factorized_model(model, seed=seed, num_factors=self.params.num_factors)
+        net = make_factorized_model(model, seed=seed, num_factors=self.params.num_factors,
+                                    conv_factorization=self.params.conv_factorization)
         self.widths = factorized_layers(net)       # {layer: F}
         return net
 
