@@ -66,3 +66,13 @@ def test_waffle_ibp_trains_with_the_spatial_factorization():
     fed.run()
     assert fed.run_params(0)["conv2.w_b"].shape == (25, 25)
     assert fed.results()[0]["final"]["local_acc"] is not None
+
+
+def test_papers_cifar_baseline_count_is_lenet5_not_the_described_network():
+    # WAFFLe Table 2 gives 61,770 weights for CIFAR-10's baseline. By hand, LeNet-5 (6 and 16 channels of
+    # 5x5, FC 400-120-84-10) has 3*25*6 + 6*25*16 + 400*120 + 120*84 + 84*10 = 61,770; the network the text
+    # describes (16 and 16 channels of 3x3, FC 80 and 60) has 54,216.
+    from fltutor.models import make_model
+    assert 3 * 25 * 6 + 6 * 25 * 16 + 400 * 120 + 120 * 84 + 84 * 10 == 61_770
+    assert _weights(make_model("lenet5_cifar", seed=0)) == 61_770
+    assert _weights(make_model("cnn_cifar", seed=0)) == 54_216
