@@ -143,18 +143,25 @@ def read_table(folder, name: str) -> tuple[list[dict], dict] | None:
 
 
 def summarize(rows: Sequence[dict], by: Sequence[str], metric: str | None = None) -> dict[tuple, dict]:
-    """Mean, sample standard deviation and count of ``value`` per group of ``by`` (missing values skipped)."""
+    """Mean, sample standard deviation and count of ``value`` per group of ``by``.
+
+    Missing values (a run that diverged writes none) are not averaged: ``missing`` counts them, so a
+    reader can print "diverged in 1 of 4 seeds" instead of a mean over the seeds that survived."""
     groups: dict[tuple, list[float]] = {}
+    missing: dict[tuple, int] = {}
     for r in rows:
         if metric is not None and r["metric"] != metric:
             continue
         key = tuple(r[k] for k in by)
         groups.setdefault(key, [])
+        missing.setdefault(key, 0)
         if r["value"] is not None and not isinstance(r["value"], str):
             groups[key].append(float(r["value"]))
+        else:
+            missing[key] += 1
     out = {}
     for key, vals in groups.items():
         a = np.asarray(vals, dtype=float)
         out[key] = {"mean": float(a.mean()) if len(a) else None,
-                    "sd": float(a.std(ddof=1)) if len(a) > 1 else None, "n": len(a)}
+                    "sd": float(a.std(ddof=1)) if len(a) > 1 else None, "n": len(a), "missing": missing[key]}
     return out

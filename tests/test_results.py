@@ -31,8 +31,15 @@ def test_summarize_matches_the_statistics_module():
     s = results.summarize(_rows(), by=("method",), metric="auc")
     assert s[("fedavg",)]["mean"] == pytest.approx(statistics.mean([0.61, 0.65, 0.58]))
     assert s[("fedavg",)]["sd"] == pytest.approx(statistics.stdev([0.61, 0.65, 0.58]))
-    assert s[("waffle_ibp",)] == {"mean": pytest.approx(0.51), "sd": pytest.approx(statistics.stdev([0.52, 0.50])), "n": 2}
+    assert s[("waffle_ibp",)] == {"mean": pytest.approx(0.51), "sd": pytest.approx(statistics.stdev([0.52, 0.50])), "n": 2,
+                                  "missing": 1}   # seed 2 wrote no value
     assert results.summarize(_rows(), by=("method",), metric="accuracy") == {}
+
+
+def test_summarize_counts_a_diverged_seed_instead_of_averaging_over_it():
+    rows = [{"method": "gma", "seed": s, "metric": "acc", "value": v} for s, v in enumerate([80.0, None, 70.0])]
+    got = results.summarize(rows, by=("method",), metric="acc")[("gma",)]
+    assert got["n"] == 2 and got["missing"] == 1 and got["mean"] == pytest.approx(75.0)
 
 
 def test_a_missing_table_reads_as_none(tmp_path):
