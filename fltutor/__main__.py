@@ -97,6 +97,36 @@ def find_notebooks(names: list[str]) -> list[Path]:
     return out
 
 
+def notebook_title(nb: Path) -> str:
+    """The notebook's one-line title: its first markdown heading without the '# NN ·' prefix."""
+    try:
+        cells = json.loads(nb.read_text())["cells"]
+    except (OSError, ValueError, KeyError):
+        return "(unreadable)"
+    for cell in cells:
+        if cell.get("cell_type") == "markdown":
+            line = "".join(cell["source"]).strip().splitlines()[0] if "".join(cell["source"]).strip() else ""
+            return re.sub(r"^#+\s*(\d\d\s*[·:.-]\s*)?", "", line).strip()
+    return ""
+
+
+def notebook_listing() -> str:
+    """One line per numbered notebook: 'NN  name  title'."""
+    return "\n".join(f"  {nb.stem:40s} {notebook_title(nb)}" for nb in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")))
+
+
+def parameter_help(nb: Path) -> str:
+    """A notebook's parameters with their types, defaults and comments (papermill's inspect data)."""
+    params = notebook_parameters(nb)
+    rows = [(n, p.get("inferred_type_name") or "", str(p.get("default")), p.get("help") or "")
+            for n, p in params.items() if n not in SET_BY_CLI]
+    w = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(("name", "type", "default"))]
+    lines = [f"{nb.stem}: {notebook_title(nb)}", "parameters (set with -p NAME VALUE or a -f config):",
+             f"  {'name':{w[0]}}  {'type':{w[1]}}  {'default':{w[2]}}  meaning"]
+    lines += [f"  {n:{w[0]}}  {t:{w[1]}}  {d:{w[2]}}  {h}" for n, t, d, h in rows]
+    return "\n".join(lines)
+
+
 def notebook_for_config(path: str) -> str:
     """configs/NN_*.yaml belongs to notebook NN."""
     stem = Path(path).stem
@@ -288,6 +318,12 @@ def start_fresh(nb: Path, params: dict) -> None:
 
 def cmd_run(args) -> int:
     """Check every parameter, run the notebooks, print the summary and any divergence."""
+    if args.help:   # run --help, and run NN --help: the named notebooks' parameters too
+        _, run = build_parser()
+        print(run.format_help())
+        for nb in find_notebooks(args.notebooks) if args.notebooks else []:
+            print("\n" + parameter_help(nb))
+        return 0
     names, given = gather_parameters(args)
     plan = plan_parameters(find_notebooks(names), given)
     import papermill as pm
@@ -316,10 +352,16 @@ def cmd_run(args) -> int:
 
 def build_parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     """The top-level parser and its 'run' subcommand."""
-    ap = argparse.ArgumentParser(prog="python -m fltutor", description="fltutor: run the tutorial notebooks headless")
+    listing = "notebooks:\n" + notebook_listing()
+    ap = argparse.ArgumentParser(prog="python -m fltutor", description="fltutor: run the tutorial notebooks headless",
+                                 epilog=listing + "\n\npython -m fltutor run NN --help lists notebook NN's parameters.",
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
-    run = sub.add_parser("run", help="run notebooks through papermill and print a summary",
-                         epilog=f"Exit status: 0 done, 2 a usage error (nothing ran), {EXIT_DIVERGED} a run diverged.")
+    run = sub.add_parser("run", help="run notebooks through papermill and print a summary", add_help=False,
+                         formatter_class=argparse.RawDescriptionHelpFormatter,
+                         epilog=f"{listing}\n\nrun NN --help also lists notebook NN's parameters (type, default, meaning).\n"
+                                f"Exit status: 0 done, 2 a usage error (nothing ran), {EXIT_DIVERGED} a run diverged.")
+    run.add_argument("-h", "--help", action="store_true", help="show this help (and, after NN, that notebook's parameters)")
     run.add_argument("notebooks", nargs="*", help="notebooks to run (e.g. 01 or 01_fedavg_and_baselines); default: all")
     run.add_argument("-p", "--param", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                      help="set a notebook parameter (a YAML value: 0.1, 1e-3, true, '[0, 1]')")

@@ -58,6 +58,30 @@ def test_help():
     assert "-p NAME VALUE" in proc.stdout and "Exit status" in proc.stdout
 
 
+def test_help_lists_every_notebook_with_its_title(capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    for nb in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        title = json.loads(nb.read_text())["cells"][0]["source"][0].split("·", 1)[1].strip()
+        assert f"{nb.stem}" in out and title in out
+
+
+def test_run_help_with_a_notebook_lists_its_parameters(capsys, no_kernel):
+    assert cli.main(["run", str(FIXTURE), "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "usage: python -m fltutor run" in out
+    listed = {line.split()[0] for line in out.split("parameters (set with")[1].splitlines()[2:] if line.strip()}
+    assert listed == set(FIXTURE_PARAMS)          # every parameter, and nothing else
+    import papermill as pm
+    for name, spec in pm.inspect_notebook(str(FIXTURE)).items():   # type and default as papermill reads them
+        if name in cli.SET_BY_CLI:
+            continue
+        line = next(l for l in out.splitlines() if l.split() and l.split()[0] == name)
+        assert spec["inferred_type_name"] in line and str(spec["default"]) in line
+
+
 def test_unknown_notebook(capsys, no_kernel):
     err = usage_error(capsys, "77")
     assert "notebook '77' matches nothing" in err and "01_fedavg_and_baselines" in err
