@@ -24,7 +24,8 @@ import numpy as np
 from . import __version__
 from .checkpoint import atomic_write_json
 
-__all__ = ["provenance", "write_table", "merge_rows", "read_table", "summarize", "RESULTS_DIR"]
+__all__ = ["provenance", "write_table", "merge_rows", "read_table", "summarize", "RESULTS_DIR", "selfcheck_enabled",
+           "check_notebook_results"]
 
 RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
 
@@ -165,3 +166,35 @@ def summarize(rows: Sequence[dict], by: Sequence[str], metric: str | None = None
         out[key] = {"mean": float(a.mean()) if len(a) else None,
                     "sd": float(a.std(ddof=1)) if len(a) > 1 else None, "n": len(a), "missing": missing[key]}
     return out
+
+
+# ---- the self-check every notebook ends with -----------------------------------------------------
+def selfcheck_enabled() -> bool:
+    """True under ``pytest --nbval-lax`` (notebooks/conftest.py sets FLTUTOR_SELFCHECK=1): the notebook runs
+    its quick defaults on the bundled data, so checks that hold only there may fail the build."""
+    return os.environ.get("FLTUTOR_SELFCHECK") == "1"
+
+
+def check_notebook_results(path, *, known_divergences: Sequence[str] = ()) -> dict:
+    """Check a notebook's results.json and return it; raise AssertionError naming what is wrong.
+
+    Always: the file exists and its summary has rows with what / ours / paper. Under the self-check
+    (``selfcheck_enabled``), no run diverged other than ``known_divergences``: a sweep with other
+    settings may diverge (it is reported, exit status 3), the quick defaults may not."""
+    import json
+    path = Path(path)
+    if not path.exists():
+        raise AssertionError(f"{path} was not written")
+    res = json.loads(path.read_text())
+    rows = res.get("summary") or []
+    bad = [r for r in rows if not {"what", "ours", "paper"} <= set(r)]
+    if not rows or bad:
+        raise AssertionError(f"{path}: the summary needs rows with what, ours and paper; got {len(rows)} rows, "
+                             f"{len(bad)} incomplete (first: {bad[:1]})")
+    if selfcheck_enabled():
+        new = sorted({d.get("what", "?") for d in res.get("diverged") or []} - set(known_divergences))
+        if new:
+            raise AssertionError(f"{path}: the quick defaults never lost these runs before, now they diverged: {new}")
+    print(f"self-check passed: {path.name}, {len(rows)} summary rows"
+          + (", divergences as known" if selfcheck_enabled() else ""))
+    return res
