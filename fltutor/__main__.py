@@ -257,8 +257,17 @@ def _ours(row: dict) -> str:
     return _fmt(row.get("ours"))
 
 
+def summary_frame(res: dict):
+    """A notebook's summary rows as a pandas DataFrame: what, ours (or 'diverged at round N'), ± sd, paper."""
+    import pandas as pd
+
+    rows = res.get("summary", [])
+    return pd.DataFrame({"": [r["what"] for r in rows], "ours": [_ours(r) for r in rows],
+                         "± sd": [_fmt(r.get("ours_sd")) for r in rows], "paper": [_fmt(r.get("paper")) for r in rows]})
+
+
 def print_summary(results: dict[str, Path]) -> None:
-    """Print the 'summary' rows of each notebook's results.json."""
+    """Print the 'summary' rows of each notebook's results.json, one table per notebook."""
     print("\n=== fltutor summary ===")
     for stem, path in results.items():
         if not path.exists():
@@ -266,13 +275,50 @@ def print_summary(results: dict[str, Path]) -> None:
             continue
         res = json.loads(path.read_text())
         print(f"\n{stem}  ({res.get('data_source', '?')} data; {res.get('note', '')})")
-        rows = res.get("summary", [])
-        if rows:
-            w = max(len(r["what"]) for r in rows)
-            wo = max([8] + [len(_ours(r)) for r in rows])
-            print(f"  {'':{w}}  {'ours':>{wo}}  {'paper':>8}")
-            for r in rows:
-                print(f"  {r['what']:{w}}  {_ours(r):>{wo}}  {_fmt(r.get('paper')):>8}")
+        df = summary_frame(res)
+        if len(df):
+            if not (df["± sd"] != "").any():
+                df = df.drop(columns="± sd")
+            print(df.to_string(index=False, justify="left"))
+
+
+# ---- pages to read without running ---------------------------------------------------------------
+def write_html(executed: Path) -> Path:
+    """The executed notebook as a standalone HTML page beside it (nbconvert's lab template; figures
+    are embedded PNG images)."""
+    from nbconvert import HTMLExporter
+
+    body, _ = HTMLExporter(template_name="lab").from_filename(str(executed))
+    page = executed.with_suffix(".html")
+    tmp = page.with_name(f".{page.name}.tmp")
+    tmp.write_text(body, encoding="utf-8")
+    os.replace(tmp, page)
+    return page
+
+
+def write_index(out: Path, pages: dict[str, Path], results: dict[str, Path]) -> Path:
+    """out/index.html: a link to each notebook's page and its summary table (pandas)."""
+    import html
+
+    parts = ["<!doctype html><html><head><meta charset='utf-8'><title>fltutor runs</title>",
+             "<style>body{font-family:sans-serif;max-width:70em;margin:2em auto}table{border-collapse:collapse}"
+             "td,th{padding:2px 8px;border-bottom:1px solid #ddd;text-align:left}</style></head><body>",
+             f"<h1>fltutor runs</h1><p>{html.escape(os.environ.get('FLTUTOR_COMMAND', 'python -m fltutor run'))}</p>"]
+    for stem, page in pages.items():
+        parts.append(f"<h2><a href='{html.escape(page.relative_to(out).as_posix())}'>{html.escape(stem)}</a></h2>")
+        path = results.get(stem)
+        if path is None or not path.exists():
+            parts.append("<p>no results.json: see the notebook's page</p>")
+            continue
+        res = json.loads(path.read_text())
+        parts.append(f"<p>{html.escape(str(res.get('data_source', '?')))} data; {html.escape(str(res.get('note', '')))}</p>")
+        parts.append(summary_frame(res).to_html(index=False, border=0))
+    parts.append("</body></html>")
+    index = out / "index.html"
+    tmp = index.with_name(".index.html.tmp")
+    tmp.write_text("\n".join(parts), encoding="utf-8")
+    os.replace(tmp, index)
+    return index
 
 
 def divergence_lines(results: dict[str, Path]) -> list[str]:
@@ -331,7 +377,7 @@ def cmd_run(args) -> int:
     kernel_environment()
     os.environ["FLTUTOR_COMMAND"] = "python -m fltutor " + " ".join(sys.argv[1:])   # for results/ provenance
     out = Path(args.out).resolve()
-    results = {}
+    results, pages = {}, {}
     for nb, params in plan.items():
         nb_out = out / nb.stem
         nb_out.mkdir(parents=True, exist_ok=True)
@@ -339,10 +385,16 @@ def cmd_run(args) -> int:
             start_fresh(nb, params)
         t = time.time()
         print(f"[fltutor] running {nb.name} -> {nb_out}", flush=True)
-        pm.execute_notebook(str(nb), str(nb_out / nb.name), parameters={**params, "out_dir": str(nb_out)},
-                            kernel_name="python3", cwd=str(NOTEBOOKS), progress_bar=args.progress)
+        try:
+            pm.execute_notebook(str(nb), str(nb_out / nb.name), parameters={**params, "out_dir": str(nb_out)},
+                                kernel_name="python3", cwd=str(NOTEBOOKS), progress_bar=args.progress)
+        finally:   # a notebook that failed still gets its page: the error is where it stopped
+            if (nb_out / nb.name).exists():
+                pages[nb.stem] = write_html(nb_out / nb.name)
         print(f"[fltutor] {nb.name} done in {time.time() - t:.0f}s", flush=True)
         results[nb.stem] = nb_out / "results.json"
+    index = write_index(out, pages, results)
+    print(f"[fltutor] pages to read: {index}", flush=True)
     print_summary(results)
     lines = divergence_lines(results)
     if lines:

@@ -5,6 +5,8 @@ other than the repository root. No notebook runs twice.
 """
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 try:
@@ -48,9 +50,11 @@ def test_every_notebook_has_a_parameters_cell():
         assert tagged == [2], f"{nb.name}: the third cell must be the only one tagged 'parameters'"
 
 
-def test_cli_runs_a_notebook_with_parameters_from_another_directory(tmp_path):
-    # the sweep path: python -m fltutor run NN -p ... from anywhere; the notebook runs in notebooks/
-    out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
+@pytest.fixture(scope="module")
+def cli_run(tmp_path_factory):
+    """Notebook 00 through the CLI, the sweep path: parameters injected, started from another directory."""
+    tmp = tmp_path_factory.mktemp("cli")
+    out, elsewhere = tmp / "out", tmp / "elsewhere"
     elsewhere.mkdir()
     env = {**os.environ, "FLTUTOR_DATA": "bundled", "FLTUTOR_SELFCHECK": "1",
            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
@@ -58,11 +62,72 @@ def test_cli_runs_a_notebook_with_parameters_from_another_directory(tmp_path):
                            "--out", str(out), "--no-progress"],
                           cwd=elsewhere, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return out, elsewhere, proc.stdout
+
+
+def test_cli_runs_a_notebook_with_parameters_from_another_directory(cli_run):
+    out, elsewhere, stdout = cli_run
     res = json.loads((out / PAPERMILL_NOTEBOOK / "results.json").read_text())
     assert res["data_source"] == "bundled"
     executed = json.loads((out / PAPERMILL_NOTEBOOK / f"{PAPERMILL_NOTEBOOK}.ipynb").read_text())["cells"]
     injected = [c for c in executed if "injected-parameters" in c.get("metadata", {}).get("tags", [])]
     assert injected and "num_clients = 40" in "".join(injected[0]["source"]) and "seed = 3" in "".join(injected[0]["source"])
     assert "self-check passed" in json.dumps(executed[-1]["outputs"])
-    assert "=== fltutor summary ===" in proc.stdout and "multimodal majority:minority data ratio" in proc.stdout
+    assert "=== fltutor summary ===" in stdout and "multimodal majority:minority data ratio" in stdout
     assert not list(elsewhere.iterdir()), "the run wrote into the directory it was started from"
+
+
+# ---- pages to read without running, checked in a real browser --------------------------------------
+def _chromium():
+    exe = shutil.which("chromium") or shutil.which("chromium-browser")
+    if exe is None:
+        pytest.skip("no chromium on PATH (Debian: apt-get install chromium; .ci/run installs it). Browser "
+                    "downloads such as Playwright's need the internet, so we use the system package")
+    return exe
+
+
+def rendered_dom(page: Path) -> str:
+    """The page's DOM after headless Chromium has loaded and laid it out."""
+    proc = subprocess.run([_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=5000",
+                           "--dump-dom", page.resolve().as_uri()], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "<html" in proc.stdout.lower(), proc.stderr[-2000:]
+    return proc.stdout
+
+
+def page_problems(dom: str) -> list[str]:
+    """What a reader would see wrong: a traceback, or a figure printed as text instead of drawn."""
+    problems = []
+    if "Traceback (most recent call last)" in dom or re.search(r"\w+Error\s*</span>\s*Traceback", dom):
+        problems.append("a cell shows a traceback")
+    if re.search(r"&lt;Figure size \d+x\d+ with \d+ Axes&gt;", dom):   # shown only when no image came with it
+        problems.append("a figure is text, not an image")
+    return problems
+
+
+def test_index_and_notebook_pages_load_in_a_browser(cli_run):
+    out, _, _ = cli_run
+    _chromium()
+    index = rendered_dom(out / "index.html")
+    assert f"{PAPERMILL_NOTEBOOK}/{PAPERMILL_NOTEBOOK}.html" in index and "<table" in index
+    assert "multimodal majority:minority data ratio" in index                 # the summary table is there
+    page = rendered_dom(out / PAPERMILL_NOTEBOOK / f"{PAPERMILL_NOTEBOOK}.html")
+    executed = json.loads((out / PAPERMILL_NOTEBOOK / f"{PAPERMILL_NOTEBOOK}.ipynb").read_text())["cells"]
+    figures = sum("image/png" in o.get("data", {}) for c in executed for o in c.get("outputs", []))
+    assert figures > 0 and len(re.findall(r"<img[^>]+src=\"data:image/png", page)) == figures   # every figure drawn
+    assert page_problems(page) == []
+
+
+def test_the_page_check_sees_a_traceback_and_a_figure_left_as_text(tmp_path):
+    # the check above must be able to fail: a notebook page with an error and a figure repr but no image
+    import nbformat
+    from fltutor.__main__ import write_html
+    _chromium()
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1/0", outputs=[nbformat.v4.new_output(
+        "error", ename="ZeroDivisionError", evalue="division by zero",
+        traceback=["ZeroDivisionError                         Traceback (most recent call last)", "----> 1 1/0"])]),
+        nbformat.v4.new_code_cell("plt.show()", outputs=[nbformat.v4.new_output(
+            "display_data", data={"text/plain": "<Figure size 640x480 with 1 Axes>"})])])
+    path = tmp_path / "broken.ipynb"
+    nbformat.write(nb, path)
+    problems = page_problems(rendered_dom(write_html(path)))
+    assert problems == ["a cell shows a traceback", "a figure is text, not an image"]
