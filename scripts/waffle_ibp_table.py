@@ -1,0 +1,93 @@
+"""Print weight-factorization WAFFLe's Tables 1-2 (results/waffle_ibp/tables1_2.csv) as markdown, for the README.
+
+    python scripts/waffle_ibp_table.py
+
+Table 2: mean local test accuracy, unimodal and multimodal; Table 1: the multimodal split's majority,
+minority, gap and variance. Each cell is the mean ± sample sd over seeds, the paper's value, and whether
+the difference is beyond the spread (|ours - paper| > our sd + the paper's sd where it gives one). A cell
+where a seed diverged says so instead of averaging the rest. Rows are told apart by method, variant
+(FedProx's mu, WAFFLe's selection rule) and the minority's classes; the paper's number is shown for
+every row of its method, so two readings of an open choice can be held against it.
+"""
+from __future__ import annotations
+
+import argparse
+
+from fltutor import results
+from fltutor.partition import MULTIMODAL_PRESETS
+from fltutor.paper_tables import WAFFLE_IBP_TABLE1, WAFFLE_IBP_TABLE2, WAFFLE_IBP_TABLE2_SPREAD
+
+BY = ["dataset", "method", "variant", "minority_classes"]
+
+
+def fmt(st: dict | None) -> str:
+    if st is None:
+        return "—"
+    if st.get("missing"):
+        return f"diverged in {st['missing']} of {st['missing'] + st['n']}"
+    return "—" if st["mean"] is None else f"{st['mean']:.2f}" + ("" if st["sd"] is None else f" ± {st['sd']:.2f}")
+
+
+def beyond(st: dict | None, paper, paper_sd) -> str:
+    if st is None or paper is None or st["mean"] is None or st.get("missing"):
+        return "—"
+    if st["n"] < 2:
+        return "n/a (1 seed)"
+    return "yes" if abs(st["mean"] - paper) > (st["sd"] or 0) + (paper_sd or 0) else "no"
+
+
+def label(k: dict) -> str:
+    """The method, its variant, and the minority's classes where they are not the paper's preset."""
+    preset = "-".join(str(c) for c in MULTIMODAL_PRESETS.get(k["dataset"], [((), 0)])[-1][0])
+    minority = k["minority_classes"] if k["minority_classes"] not in ("", None, preset) else ""
+    extra = [x for x in (k["variant"], minority and f"minority {minority}") if x]
+    return k["method"] + (f" ({'; '.join(extra)})" if extra else "")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--folder", default=str(results.RESULTS_DIR / "waffle_ibp"))
+    a = ap.parse_args()
+    got = results.read_table(a.folder, "tables1_2")
+    if got is None:
+        raise SystemExit(f"no {a.folder}/tables1_2.csv yet: run configs/02_mnist_cpu.yaml or configs/02_paper.yaml")
+    rows, meta = got
+    rows = [{k: ("" if v is None and k in BY else v) for k, v in r.items()} for r in rows]   # CSV reads "" as None
+    for part in meta.get("parts", [meta]):
+        print(f"<!-- {part.get('command')} | {part.get('scale', '')} | {part.get('device')} | {part.get('date')} | "
+              f"commit {str(part.get('commit'))[:10]} | {part.get('wall_s')} s -->")
+    uni = results.summarize([r for r in rows if r["mode"] == "unimodal"], BY, "local_acc")
+    multi = {m: results.summarize([r for r in rows if r["mode"] == "multimodal"], BY, m)
+             for m in ("local_acc", "majority", "minority", "gap", "variance")}
+    bases = sorted({(r["dataset"], r["method"], r["variant"]) for r in rows}, key=str)
+    print("\n**Table 2** (local test accuracy, %): ours (mean ± sd over seeds), the paper's, beyond the spread?\n")
+    print("| dataset | method | seeds | unimodal | paper | beyond? | multimodal | paper | beyond? |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for base in bases:
+        u = uni.get((*base, ""))
+        minorities = sorted({k[3] for k in multi["local_acc"] if k[:3] == base}) or [""]
+        p = WAFFLE_IBP_TABLE2.get(base[0], {}).get(base[1])
+        psd = WAFFLE_IBP_TABLE2_SPREAD.get(base[0], {}).get(base[1])
+        for minority in minorities:   # one row per reading of the minority (the unimodal split has none)
+            mu = multi["local_acc"].get((*base, minority))
+            k = dict(zip(BY, (*base, minority)))
+            seeds = "/".join(str((s or {}).get("n", 0) + (s or {}).get("missing", 0)) for s in (u, mu))
+            print(f"| {base[0]} | {label(k)} | {seeds} | {fmt(u)} | {p[0] if p else '—'} | "
+                  f"{beyond(u, p and p[0], psd and psd[0])} | {fmt(mu)} | {p[1] if p else '—'} | "
+                  f"{beyond(mu, p and p[1], psd and psd[1])} |")
+    print("\n**Table 1** (multimodal; accuracy in %, variance in %²): ours, then the paper's\n")
+    print("| dataset | method | seeds | majority | minority | minority beyond? | gap | variance |")
+    print("|---|---|---|---|---|---|---|---|")
+    for key in sorted(multi["minority"], key=str):
+        k = dict(zip(BY, key))
+        pap = {m: WAFFLE_IBP_TABLE1[m].get(k["dataset"], {}).get(k["method"]) for m in ("majority", "minority", "gap", "variance")}
+        st = {m: multi[m].get(key) for m in pap}
+        n = (st["minority"] or {}).get("n", 0) + (st["minority"] or {}).get("missing", 0)
+        cells = [f"{fmt(st[m])} / {pap[m] if pap[m] is not None else '—'}" for m in ("majority", "minority")]
+        print(f"| {k['dataset']} | {label(k)} | {n} | {cells[0]} | {cells[1]} | {beyond(st['minority'], pap['minority'], None)} | "
+              f"{fmt(st['gap'])} / {pap['gap'] if pap['gap'] is not None else '—'} | "
+              f"{fmt(st['variance'])} / {pap['variance'] if pap['variance'] is not None else '—'} |")
+
+
+if __name__ == "__main__":
+    main()
