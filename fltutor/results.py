@@ -24,7 +24,7 @@ import numpy as np
 from . import __version__
 from .checkpoint import atomic_write_json
 
-__all__ = ["provenance", "write_table", "merge_rows", "read_table", "summarize", "RESULTS_DIR", "selfcheck_enabled",
+__all__ = ["provenance", "write_table", "merge_rows", "read_table", "summarize", "RESULTS_DIR", "selfcheck_enabled", "table_from_cli",
            "check_notebook_results"]
 
 RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
@@ -166,6 +166,19 @@ def summarize(rows: Sequence[dict], by: Sequence[str], metric: str | None = None
         out[key] = {"mean": float(a.mean()) if len(a) else None,
                     "sd": float(a.std(ddof=1)) if len(a) > 1 else None, "n": len(a), "missing": missing[key]}
     return out
+
+
+def table_from_cli(description: str, paper: str, name: str, missing_hint: str) -> tuple[list[dict], dict]:
+    """What a scripts/*_table.py does first: take ``--folder`` (default results/<paper>) and read table ``name``,
+    or exit with a message that says which config writes it."""
+    import argparse
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--folder", default=str(RESULTS_DIR / paper))
+    folder = ap.parse_args().folder
+    got = read_table(folder, name)
+    if got is None:
+        raise SystemExit(f"no {folder}/{name}.csv yet: {missing_hint}")
+    return got
 
 
 # ---- the self-check every notebook ends with -----------------------------------------------------

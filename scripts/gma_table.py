@@ -9,8 +9,6 @@ rest. The first line says how the table was made and at what scale.
 """
 from __future__ import annotations
 
-import argparse
-
 from fltutor import results
 from fltutor.paper_tables import GMA_TABLE10, GMA_TABLE10_CLIENT_LRS
 
@@ -25,13 +23,8 @@ def show(m, sd, n, note="") -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--folder", default=str(results.RESULTS_DIR / "gma"))
-    a = ap.parse_args()
-    got = results.read_table(a.folder, "table10")
-    if got is None:
-        raise SystemExit(f"no {a.folder}/table10.csv yet: run configs/03_table10.yaml (or _reduced on a CPU)")
-    rows, meta = got
+    rows, meta = results.table_from_cli(__doc__.splitlines()[0], "gma", "table10",
+                                        "run configs/03_table10.yaml (or _reduced on a CPU)")
     by = ["aggregation", "server_lr", "lr"]
     best, last = results.summarize(rows, by, "best_global_acc"), results.summarize(rows, by, "last10_global_acc")
     print(f"<!-- {meta.get('command')} | {meta.get('scale', '')} | {meta.get('device')} | {meta.get('date')} | "

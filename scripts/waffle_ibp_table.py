@@ -11,8 +11,6 @@ every row of its method, so two readings of an open choice can be held against i
 """
 from __future__ import annotations
 
-import argparse
-
 from fltutor import results
 from fltutor.partition import MULTIMODAL_PRESETS
 from fltutor.paper_tables import WAFFLE_IBP_TABLE1, WAFFLE_IBP_TABLE2, WAFFLE_IBP_TABLE2_SPREAD
@@ -45,13 +43,8 @@ def label(k: dict) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--folder", default=str(results.RESULTS_DIR / "waffle_ibp"))
-    a = ap.parse_args()
-    got = results.read_table(a.folder, "tables1_2")
-    if got is None:
-        raise SystemExit(f"no {a.folder}/tables1_2.csv yet: run configs/02_mnist_cpu.yaml or configs/02_paper.yaml")
-    rows, meta = got
+    rows, meta = results.table_from_cli(__doc__.splitlines()[0], "waffle_ibp", "tables1_2",
+                                        "run configs/02_mnist_cpu.yaml or configs/02_paper.yaml")
     rows = [{k: ("" if v is None and k in BY else v) for k, v in r.items()} for r in rows]   # CSV reads "" as None
     for part in meta.get("parts", [meta]):
         print(f"<!-- {part.get('command')} | {part.get('scale', '')} | {part.get('device')} | {part.get('date')} | "

@@ -7,6 +7,18 @@ import pytest
 from fltutor import results
 
 
+def run_script(monkeypatch, name, folder):
+    """Run scripts/<name>.py's main() on the tables in ``folder``, as `python scripts/<name>.py --folder ...` would."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).parents[1] / "scripts" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    monkeypatch.setattr(sys, "argv", [f"{name}.py", "--folder", str(folder)])
+    mod.main()
+
+
 def _rows():
     return [{"dataset": "mnist", "method": m, "seed": s, "metric": "auc", "value": v}
             for m, vals in (("fedavg", [0.61, 0.65, 0.58]), ("waffle_ibp", [0.52, 0.50, None]))
@@ -67,17 +79,10 @@ def test_every_committed_table_says_how_it_was_made():
 
 
 def test_gma_table_script_prints_the_grid_with_spread_and_the_papers_values(tmp_path, capsys, monkeypatch):
-    import importlib.util
-    import sys
-    from pathlib import Path
     rows = [{"aggregation": agg, "server_lr": 2.0, "lr": 0.01, "seed": s, "metric": "best_global_acc", "value": v}
             for agg, vals in (("AVG", [50.0, 52.0]), ("GMA", [60.0, 61.0])) for s, v in zip((0, 1), vals)]
     results.write_table(tmp_path, "table10", rows, results.provenance(command="test", scale="reduced scale: test"))
-    spec = importlib.util.spec_from_file_location("gma_table", Path(__file__).parents[1] / "scripts" / "gma_table.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    monkeypatch.setattr(sys, "argv", ["gma_table.py", "--folder", str(tmp_path)])
-    mod.main()
+    run_script(monkeypatch, "gma_table", tmp_path)
     out = capsys.readouterr().out
     assert "reduced scale: test" in out.splitlines()[0]
     # means 51 and 60.5, sds 1.41 and 0.71: the lead of 9.5 is beyond 2.12; the paper's cell is 82.42 / 86.9
@@ -85,9 +90,6 @@ def test_gma_table_script_prints_the_grid_with_spread_and_the_papers_values(tmp_
 
 
 def test_waffle_ibp_table_script_against_a_table_computed_by_hand(tmp_path, capsys, monkeypatch):
-    import importlib.util
-    import sys
-    from pathlib import Path
 
     def row(mode, method, seed, metric, value, variant="", minority="0-2-4-6-8"):
         return {"dataset": "mnist", "mode": mode, "method": method, "variant": variant,
@@ -99,11 +101,7 @@ def test_waffle_ibp_table_script_against_a_table_computed_by_hand(tmp_path, caps
     rows += [row("multimodal", "waffle_ibp", 0, "minority", 97.0), row("multimodal", "waffle_ibp", 1, "minority", None),
              row("multimodal", "waffle_ibp", 1, "diverged_round", 7)]
     results.write_table(tmp_path, "tables1_2", rows, results.provenance(command="test", scale="full scale"))
-    spec = importlib.util.spec_from_file_location("t", Path(__file__).parents[1] / "scripts" / "waffle_ibp_table.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    monkeypatch.setattr(sys, "argv", ["waffle_ibp_table.py", "--folder", str(tmp_path)])
-    mod.main()
+    run_script(monkeypatch, "waffle_ibp_table", tmp_path)
     out = capsys.readouterr().out
     # by hand: unimodal 95 ± 1.41 vs the paper's 94.46 ± 0.84 (|0.54| < 2.25: no); multimodal 91 ± 1.41 vs
     # 91.57 ± 1.42 (no); minority 65 ± 7.07 vs 67.4 (no); WAFFLe's seed 1 diverged, so no mean
