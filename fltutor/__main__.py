@@ -279,7 +279,8 @@ def print_summary(results: dict[str, Path]) -> None:
         if len(df):
             if not (df["± sd"] != "").any():
                 df = df.drop(columns="± sd")
-            print(df.to_string(index=False, justify="left"))
+            w = int(df[""].str.len().max())
+            print(df.to_string(index=False, justify="left", formatters={"": lambda v: v.ljust(w)}))
 
 
 # ---- pages to read without running ---------------------------------------------------------------

@@ -434,10 +434,24 @@ class Federation:
                                 for t in inputs], per_client=False)
         return float(acc[0])
 
+    def train_accuracy(self, i: int = 0) -> float | None:
+        """Accuracy (%) of run i's global model on all its clients' training samples (None if it has none)."""
+        gm = self.methods[i].global_model(self.run_params(i), self.server[i])
+        if gm is None:
+            return None
+        params, inputs = gm
+        acc = client_accuracy(self.model, params, self.x, self.y, [torch.cat(self.train_parts[i])],
+                              *[{k: v.unsqueeze(0) for k, v in t.items()} if isinstance(t, dict) else t.unsqueeze(0)
+                                for t in inputs], per_client=False)
+        return float(acc[0])
+
     def evaluate(self, i: int = 0) -> dict:
         acc = self.local_accuracy(i)
-        return {"local_acc": float(acc.mean()), "local_acc_per_client": [round(float(a), 4) for a in acc],
-                "global_acc": self.global_accuracy(i)}
+        out = {"local_acc": float(acc.mean()), "local_acc_per_client": [round(float(a), 4) for a in acc],
+               "global_acc": self.global_accuracy(i)}
+        if self.configs[i].eval_train:
+            out["train_acc"] = self.train_accuracy(i)
+        return out
 
     def branch(self, method: str | None = None, **overrides) -> "Federation":
         """A new Federation that continues from this one's state with other settings.

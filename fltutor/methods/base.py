@@ -54,6 +54,7 @@ class RunConfig:
     weight_decay: float = 0.0
     seed: int = 0
     eval_every: int = 1
+    eval_train: bool = False      # also score the global model on every client's training data (GMA Fig. 3a)
 
     def __post_init__(self):
         check_fields(self, {
