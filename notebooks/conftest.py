@@ -3,13 +3,17 @@ with its quick defaults on the bundled data, and its closing self-check cell (fl
 check_notebook_results) also asserts what holds only there, because FLTUTOR_SELFCHECK is set.
 
 The variables are set only while a notebook's cells run (its kernel starts then and inherits them), so
-the tests under tests/ see the environment as it was."""
+the tests under tests/ see the environment as it was. At the end pytest prints each notebook's wall
+time (kernel start included): the README's cost table quotes these."""
 import os
+import time
 
 import pytest
 
 NOTEBOOK_ENV = {"FLTUTOR_HEADLESS": "1", "FLTUTOR_DATA": "bundled", "FLTUTOR_SELFCHECK": "1"}
+HERE = os.path.dirname(os.path.abspath(__file__))
 _saved = {}
+_times: dict[str, list[float]] = {}   # notebook -> [first cell's start, last cell's end]
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -17,13 +21,22 @@ def pytest_runtest_setup(item):
     for k, v in NOTEBOOK_ENV.items():
         _saved.setdefault(k, os.environ.get(k))
         os.environ[k] = v
+    _times.setdefault(os.path.basename(str(item.fspath)), [time.perf_counter(), 0.0])
 
 
 def pytest_runtest_teardown(item, nextitem):
-    if nextitem is None or not str(nextitem.fspath).startswith(os.path.dirname(__file__)):
+    _times[os.path.basename(str(item.fspath))][1] = time.perf_counter()
+    if nextitem is None or not str(nextitem.fspath).startswith(HERE):
         for k, v in _saved.items():
             if v is None:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
         _saved.clear()
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _times:
+        terminalreporter.write_sep("-", "notebook wall times (quick defaults, bundled data)")
+        for nb, (t0, t1) in sorted(_times.items()):
+            terminalreporter.write_line(f"{nb:52s} {max(0.0, t1 - t0):7.1f} s")
