@@ -7,7 +7,7 @@
   ``gma_model``; ``colour_agreement`` measures FedCMNIST's colour-label correlation.
 - Weighted-averaging WAFFLE (Beaussart et al. 2021, sec. 3): ``waffle_weighted_data``, ten
   agents with the rotated distributions A, B, C, A*, B* of ``partition.DISTRIBUTIONS``, and
-  Weight Erosion's penalties ``WE_PENALTY_MNIST``.
+  Weight Erosion's penalties ``WE_PENALTY_MNIST`` / ``WE_PENALTY_CIFAR`` (Table 3), by dataset ``WE_PENALTY``.
 
 GMA's FedCMNIST: every training client colours its digits with its own label -> colour map
 (the spurious feature); a sample follows the map with probability ``spurious`` and otherwise
@@ -50,7 +50,7 @@ from .data import FederatedData, make_federated
 
 __all__ = ["WAFFLE_IBP_SETTINGS", "waffle_ibp_data", "SKEWS", "COLOURS", "TRAIN_HUES", "TEST_HUES",
            "SHARED_HUES", "GMA_SETTINGS", "hue_to_rgb", "colorize", "gma_data", "colour_agreement", "gma_model",
-           "waffle_weighted_data", "WE_PENALTY_MNIST", "PrivacyData", "privacy_data"]
+           "waffle_weighted_data", "WE_PENALTY_MNIST", "WE_PENALTY_CIFAR", "WE_PENALTY", "PrivacyData", "privacy_data"]
 
 # WAFFLe section IV-A-2: model and SGD learning rate per dataset (the same for all methods).
 WAFFLE_IBP_SETTINGS = {
@@ -261,6 +261,9 @@ def gma_model(dataset: str, fed: FederatedData) -> str:
 
 # Table 3 of Beaussart et al. 2021: Weight Erosion's distance penalty p_d on MNIST, per distribution.
 WE_PENALTY_MNIST = {"A": 0.006, "B": 0.0067, "C": 0.006, "A*": 0.0088, "B*": 0.0088}
+# the same table's CIFAR-10 row (68-183x the MNIST values; the paper does not say why)
+WE_PENALTY_CIFAR = {"A": 1.1, "B": 1.1, "C": 0.9, "A*": 0.6, "B*": 0.6}
+WE_PENALTY = {"mnist": WE_PENALTY_MNIST, "fashionmnist": WE_PENALTY_MNIST, "cifar10": WE_PENALTY_CIFAR}
 
 
 def waffle_weighted_data(dataset: str, distribution: str, *, seed: int, num_agents: int = 10, root=None,
