@@ -44,7 +44,7 @@ from .engine import Params, client_accuracy, client_generator, make_batches, res
 from .models import make_model
 from .methods.base import Job, Method, Round, RunConfig
 
-__all__ = ["Federation", "run", "sweep", "grid", "split_settings", "cell_key", "atomic_write_json",
+__all__ = ["Federation", "run", "sweep", "grid", "sample_cohort", "split_settings", "cell_key", "atomic_write_json",
            "atomic_torch_save", "finished_results", "last_rounds_mean", "best", "code_version", "CheckpointError"]
 
 # settings that may differ between the runs of one sweep besides floats (which always may)
@@ -160,6 +160,13 @@ def default_row_chunk(model: nn.Module, device: torch.device, limit_bytes: int =
         return 0
     largest = max(p.numel() * p.element_size() for p in model.parameters())
     return max(1, limit_bytes // largest)
+
+
+def sample_cohort(seed: int, client_fraction: float, num_clients: int, round_: int) -> np.ndarray:
+    """The clients of round ``round_`` (0-based), sorted: round(C N) of them (at least one), drawn from (seed, round)
+    alone, so a resumed run, a sweep's run and a Flower run (``fltutor.flower``) all train the same cohort."""
+    m = max(1, int(round(client_fraction * num_clients)))
+    return np.sort(np.random.default_rng([seed, round_]).choice(num_clients, size=m, replace=False))
 
 
 # ---- the round loop ------------------------------------------------------------------------------------
@@ -284,9 +291,7 @@ class Federation:
     def sample_clients(self, run: int, round_: int) -> np.ndarray:
         """The cohort of ``run`` in round ``round_`` (0-based): a fraction of clients, sorted."""
         cfg = self.configs[run]
-        m = max(1, int(round(cfg.client_fraction * self.N)))
-        rng = np.random.default_rng([cfg.seed, round_])
-        return np.sort(rng.choice(self.N, size=m, replace=False))
+        return sample_cohort(cfg.seed, cfg.client_fraction, self.N, round_)
 
     def _hp(self, live: Sequence[int], rows_per_run: Sequence[int]) -> dict[str, Tensor]:
         reps = torch.tensor(rows_per_run)

@@ -1,0 +1,166 @@
+"""fltutor's methods through Flower: the same global model as fltutor's engine, and no private state in a message.
+
+One Flower simulation (Ray workers, six virtual SuperNodes) runs every strategy in turn, three
+rounds each, in float64; each test compares one of them with ``Federation`` run on the same
+seed, data, cohorts and settings. The simulation costs about a minute on 2 cores, mostly Ray's start.
+"""
+import numpy as np
+import pytest
+import torch
+
+flwr = pytest.importorskip("flwr", reason="Flower is not installed: pip install -r requirements.txt")
+
+from fltutor import flower as F  # noqa: E402
+from fltutor import partition  # noqa: E402
+from fltutor.data import FederatedData  # noqa: E402
+from fltutor.federation import Federation  # noqa: E402
+
+BASE = dict(rounds=3, client_fraction=0.5, local_epochs=1, batch_size=10, lr=0.05, seed=3)
+ALL = dict(BASE, client_fraction=1.0)
+# name: (fltutor method, settings, Flower's own strategy?)
+CASES = {
+    "fedavg_flower": ("fedavg", BASE, True),
+    "fedprox_flower": ("fedprox", dict(BASE, mu=0.1), True),
+    "fedavg": ("fedavg", BASE, False),
+    "gma": ("fedopt", dict(BASE, aggregation="gma", server_lr=1.5), False),
+    "gma_fedadam": ("fedadam", dict(BASE, aggregation="gma", server_lr=0.01), False),
+    "gma_fedyogi": ("fedyogi", dict(BASE, aggregation="gma", server_lr=0.01), False),
+    "qffl": ("qffl", dict(BASE, q=1.0), False),
+    "scaffold": ("scaffold", BASE, False),
+    "waffle_ibp": ("waffle_ibp", BASE, False),
+    "waffle_weighted": ("waffle_weighted", dict(ALL, target=1), False),
+    "fedper": ("fedper", BASE, False),
+}
+
+
+def small_data(n_clients=6, n=240, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x, y = torch.randn(n, 1, 28, 28, generator=g), torch.arange(n) % 10
+    tr, te = partition.split_train_test(partition.shards(y.numpy(), n_clients, 2, seed=seed), 0.25, seed=seed)
+    return FederatedData(x, y, tr, te, x[:40], y[:40])
+
+
+class RecordingGrid:
+    """A Grid that keeps every message it sends and receives (the test's wiretap)."""
+
+    def __init__(self, grid, log):
+        self._grid, self.log = grid, log
+
+    def send_and_receive(self, messages, *args, **kwargs):
+        messages = list(messages)
+        self.log += [m.content for m in messages]
+        replies = list(self._grid.send_and_receive(messages, *args, **kwargs))
+        self.log += [r.content for r in replies if not r.has_error()]
+        return replies
+
+    def __getattr__(self, name):
+        return getattr(self._grid, name)
+
+
+class Wiretapped(F.MethodStrategy):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.log = []
+
+    def start(self, grid, *args, **kwargs):
+        return super().start(RecordingGrid(grid, self.log), *args, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def runs():
+    data = small_data()
+    tasks = {name: F.Task("mlp", data, m, s, dtype=torch.float64) for name, (m, s, _) in CASES.items()}
+    strategies = [F.flower_strategy(t, name=n) if CASES[n][2] else
+                  (Wiretapped if n == "waffle_ibp" else F.MethodStrategy)(t, name=n) for n, t in tasks.items()]
+    out = F.run_in_simulation(tasks, strategies)
+    refs = {}
+    for name, t in tasks.items():
+        fed = Federation("mlp", data, t.method, device="cpu", dtype=torch.float64, progress=False, **t.settings)
+        fed.run()
+        refs[name] = fed
+    return out, refs
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_flower_gives_the_engines_global_model(runs, name):
+    out, refs = runs
+    ours, ref = out[name]["params"], refs[name].run_params(0)
+    assert set(ours) == set(ref)
+    for k in ref:
+        assert torch.allclose(ours[k].double(), ref[k], rtol=0, atol=1e-10), f"{name}: {k} differs"
+    # the run moved: three rounds changed the model
+    init = F.Task("mlp", small_data(), CASES[name][0], CASES[name][1], dtype=torch.float64)
+    start = init.initial(init.new_method())[1]
+    assert any(not torch.equal(ref[k], start[k]) for k in ref)
+
+
+@pytest.mark.parametrize("name", [n for n, c in CASES.items() if not c[2]])
+def test_cohorts_and_client_accuracy_match(runs, name):
+    out, refs = runs
+    hist, ref = out[name]["strategy"].history, refs[name].history
+    assert [h["clients"] for h in hist] == [h["clients"] for h in ref]
+    assert hist[-1]["local_acc_per_client"] == pytest.approx(ref[-1]["local_acc_per_client"], abs=1e-3)
+
+
+def test_waffle_ibp_selections_never_cross(runs):
+    out, refs = runs
+    log = out["waffle_ibp"]["strategy"].log
+    fed = refs["waffle_ibp"]
+    private = {k: v[0] for k, v in fed.private.items()}                     # (N, F) per name, the engine's copy
+    assert private and log
+    model_names = set(fed.run_params(0))
+    arrays = [(k, a) for content in log for rec in content.array_records.values()
+              for k, a in rec.to_torch_state_dict().items()]
+    assert arrays
+    assert {k for k, _ in arrays} <= model_names, "a message carried something besides the shared model"
+    for _, a in arrays:                                                     # no client's selection state, any name
+        for v in private.values():
+            for row in v:
+                assert a.shape != row.shape or not torch.allclose(a.double(), row.double()), \
+                    "a private selection tensor crossed the network"
+    configs = [dict(r) for content in log for r in content.config_records.values()]
+    assert all(set(c) <= {"server-round", "task"} for c in configs)
+
+
+def test_flower_own_strategies_are_flowers(runs):
+    out, _ = runs
+    assert isinstance(out["fedavg_flower"]["strategy"], flwr.serverapp.strategy.FedAvg)
+    assert not isinstance(out["fedavg_flower"]["strategy"], F.MethodStrategy)
+    assert isinstance(out["fedprox_flower"]["strategy"], flwr.serverapp.strategy.FedProx)
+
+
+# ---- bad input, before anything starts --------------------------------------------------------------------
+def test_task_refuses_partial_participation_for_full_participation_methods():
+    with pytest.raises(ValueError, match="client_fraction=1"):
+        F.Task("mlp", small_data(), "waffle_weighted", dict(BASE, client_fraction=0.5))
+
+
+def test_flower_strategy_names_what_flower_has():
+    task = F.Task("mlp", small_data(), "fedadam", BASE)
+    with pytest.raises(ValueError, match="MethodStrategy.*fedavg"):
+        F.flower_strategy(task)
+
+
+def test_wrong_number_of_supernodes_is_named():
+    class Grid:
+        def get_node_ids(self):
+            return [11, 12, 13]
+
+    st = F.MethodStrategy(F.Task("mlp", small_data(), "fedavg", BASE))
+    with pytest.raises(ValueError, match="num-supernodes.*3 nodes.*6 clients"):
+        st.partition_nodes(Grid())
+
+
+def test_strategies_need_distinct_names():
+    t = F.Task("mlp", small_data(), "fedavg", BASE)
+    with pytest.raises(ValueError, match="names must differ"):
+        F.make_server_app([F.MethodStrategy(t), F.MethodStrategy(t)])
+
+
+def test_shard_holds_only_the_clients_samples():
+    data = small_data()
+    x, y, tr, te = F.shard(data, 2)
+    assert len(x) == len(data.train[2]) + len(data.test[2])
+    assert torch.equal(x[tr], data.x[torch.as_tensor(data.train[2])])
+    assert torch.equal(y[te], data.y[torch.as_tensor(data.test[2])])
+    assert np.intersect1d(tr.numpy(), te.numpy()).size == 0
