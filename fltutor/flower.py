@@ -49,7 +49,8 @@ from .engine import Params, client_accuracy, client_generator, make_batches, res
 from .federation import _flat, check_model_fits, sample_cohort, split_settings
 from .methods.base import Job, Method, Round, RunConfig
 
-__all__ = ["Task", "make_client_app", "MethodStrategy", "flower_strategy", "make_server_app", "run_in_simulation",
+__all__ = ["Task", "make_client_app", "MethodStrategy", "flower_strategy", "make_server_app", "run_strategies",
+           "run_in_simulation", "LocalDeployment",
            "FLOWER_OWN", "PRIVATE_KEY"]
 
 PRIVATE_KEY = "fltutor.private"    # the client's Context.state record that holds its private state
@@ -391,16 +392,21 @@ def make_server_app(strategies, *, rounds: int | None = None, result: dict | Non
 
     @app.main()
     def main(grid: Grid, context: Context) -> None:
-        for st in strategies:
-            task = st.task
-            initial = st.initial_arrays() if hasattr(st, "initial_arrays") else to_record(task.initial(task.new_method())[1])
-            res = st.start(grid=grid, initial_arrays=initial, num_rounds=rounds or task.config.rounds)
-            if result is not None:
-                params = getattr(st, "global_params", None) or from_record(res.arrays, resolve_device(task.device),
-                                                                           task.dtype)
-                result[st.name] = {"params": params, "flower": res, "strategy": st}
+        run_strategies(grid, strategies, rounds=rounds, result=result)
 
     return app
+
+
+def run_strategies(grid: Grid, strategies, *, rounds: int | None = None, result: dict | None = None) -> dict:
+    """Run each strategy in turn on ``grid`` (a ServerApp's main calls this); returns and fills ``result``."""
+    result = {} if result is None else result
+    for st in strategies:
+        task = st.task
+        initial = st.initial_arrays() if hasattr(st, "initial_arrays") else to_record(task.initial(task.new_method())[1])
+        res = st.start(grid=grid, initial_arrays=initial, num_rounds=rounds or task.config.rounds)
+        params = getattr(st, "global_params", None) or from_record(res.arrays, resolve_device(task.device), task.dtype)
+        result[st.name] = {"params": params, "flower": res, "strategy": st}
+    return result
 
 
 def run_in_simulation(tasks: Task | dict[str, Task], strategies=None, *, rounds: int | None = None,
@@ -438,3 +444,91 @@ def run_in_simulation(tasks: Task | dict[str, Task], strategies=None, *, rounds:
     if lost:
         raise RuntimeError(f"the Flower run stopped before {lost} finished; run with verbose=True to see why")
     return out[strategies[0].name] if isinstance(tasks, Task) else out
+
+
+# ---- a real deployment on one machine: one SuperLink and N SuperNodes as separate processes -------------------
+def _free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LocalDeployment:
+    """A SuperLink and ``num_nodes`` SuperNodes on 127.0.0.1, each its own process (TLS off: local use only).
+
+    The multi-machine layout in miniature: on real machines each SuperNode runs where its data is,
+    with ``--superlink <host>:<port>`` and TLS certificates instead of ``--insecure`` (Flower's docs:
+    "Enable TLS connections", "Authenticate SuperNodes"). Use as a context manager; on exit every
+    process is stopped (SIGTERM, then SIGKILL after ``grace_s``). ``run(app_dir, run_config)`` submits a
+    run with ``flwr run --stream`` and returns when it ends, or raises after ``timeout_s``.
+    Runtime dependency installation is off: the apps run in this Python environment.
+    """
+
+    def __init__(self, num_nodes: int, *, home, grace_s: float = 10, env: dict | None = None):
+        import os
+        from pathlib import Path
+        self.num_nodes, self.home, self.grace_s = num_nodes, Path(home), grace_s
+        self.env = {**os.environ, "FLWR_HOME": str(self.home), **(env or {})}
+        self.port = _free_port()
+        self.procs: list = []
+        self.logs: list = []
+
+    def _start(self, name: str, args: list[str]):
+        import subprocess
+        import sys
+        from pathlib import Path
+        exe = Path(sys.executable).with_name(args[0])
+        log = open(self.home / f"{name}.log", "w")
+        self.logs.append(log)
+        self.procs.append(subprocess.Popen([str(exe) if exe.exists() else args[0], *args[1:]], env=self.env,
+                                           stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+
+    def __enter__(self) -> "LocalDeployment":
+        import time
+        self.home.mkdir(parents=True, exist_ok=True)
+        (self.home / "config.toml").write_text(
+            f'[superlink]\ndefault = "local-deployment"\n\n[superlink.local-deployment]\n'
+            f'address = "127.0.0.1:{self.port}"\ninsecure = true\n')
+        self._start("superlink", ["flower-superlink", "--insecure", "--port", str(self.port),
+                                  "--disable-runtime-dependency-installation"])
+        time.sleep(2)
+        for k in range(self.num_nodes):
+            self._start(f"supernode{k}", ["flower-supernode", "--insecure", "--superlink", f"127.0.0.1:{self.port}",
+                                          "--port", str(_free_port()), "--node-config", f"partition-id={k}"])
+        return self
+
+    def run(self, app_dir, run_config: dict | None = None, *, timeout_s: float = 300) -> str:
+        """Submit a run of the Flower app in ``app_dir`` and wait for it; returns its log stream."""
+        import subprocess
+        import sys
+        from pathlib import Path
+        cfg = " ".join(f"{k}={v!r}" if isinstance(v, str) else f"{k}={str(v).lower() if isinstance(v, bool) else v}"
+                       for k, v in (run_config or {}).items())
+        exe = Path(sys.executable).with_name("flwr")
+        cmd = [str(exe) if exe.exists() else "flwr", "run", str(app_dir), "local-deployment", "--stream"]
+        if cfg:
+            cmd += ["--run-config", cfg]
+        try:
+            done = subprocess.run(cmd, env=self.env, capture_output=True, text=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired as err:
+            raise TimeoutError(f"the Flower run did not end within {timeout_s} s; logs in {self.home}") from err
+        if done.returncode != 0 or "ServerApp raised an exception" in done.stdout + done.stderr:
+            raise RuntimeError(f"flwr run failed (exit {done.returncode}):\n{(done.stdout + done.stderr)[-3000:]}")
+        return done.stdout + done.stderr
+
+    def __exit__(self, *exc) -> None:
+        import os
+        import signal
+        import subprocess
+        for p in self.procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)
+        for p in self.procs:
+            try:
+                p.wait(timeout=self.grace_s)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+        for log in self.logs:
+            log.close()

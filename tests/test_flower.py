@@ -164,3 +164,36 @@ def test_shard_holds_only_the_clients_samples():
     assert torch.equal(x[tr], data.x[torch.as_tensor(data.train[2])])
     assert torch.equal(y[te], data.y[torch.as_tensor(data.test[2])])
     assert np.intersect1d(tr.numpy(), te.numpy()).size == 0
+
+
+# ---- the multi-process path: a SuperLink and two SuperNodes on 127.0.0.1, `flwr run` -----------------------------
+def test_flwr_run_on_a_local_superlink_and_two_supernodes(tmp_path, monkeypatch):
+    """``flwr run flower_app`` against real SuperLink/SuperNode processes gives the engine's model, then all stop."""
+    import json
+    from pathlib import Path
+    from fltutor import flower_app
+    repo = Path(__file__).resolve().parents[1]
+    cfg = {"num-clients": 2, "shards-per-client": 5, "rounds": 2, "client-fraction": 1.0,
+           "evaluate": False, "out-dir": str(tmp_path)}
+    with F.LocalDeployment(2, home=tmp_path / "flwr", env={"FLTUTOR_DATA": "bundled"}) as dep:
+        dep.run(repo / "flower_app", cfg, timeout_s=240)
+        procs = list(dep.procs)
+    assert all(p.poll() is not None for p in procs), "a Flower process outlived the deployment"
+    got = json.loads((tmp_path / "flower_result.json").read_text())
+    monkeypatch.setenv("FLTUTOR_DATA", "bundled")
+    task = flower_app.task_from_config(cfg)
+    fed = Federation(task.model, task.data, task.method, device="cpu", progress=False, **task.settings)
+    fed.run()
+    ref = fed.run_params(0)
+    assert got["param_checksum"] == pytest.approx(sum(float(v.double().sum()) for v in ref.values()), rel=1e-5)
+    assert got["global_acc"] == pytest.approx(fed.history[-1]["global_acc"], abs=1e-6)
+    assert [h["clients"] for h in got["history"]] == [h["clients"] for h in fed.history]
+
+
+def test_run_config_errors_name_the_key():
+    from fltutor import flower_app
+    from fltutor.checks import SettingError
+    with pytest.raises(SettingError, match=r"unknown key\(s\) \['num_clients'\]"):
+        flower_app.task_from_config({"num_clients": 4})
+    with pytest.raises(SettingError, match="settings: .*JSON"):
+        flower_app.task_from_config({"settings": "mu=1"})
