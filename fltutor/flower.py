@@ -24,9 +24,8 @@ now recommends ``flwr run`` from the CLI, which the app in ``fltutor/flower_app`
 """
 from __future__ import annotations
 
-import copy
-import dataclasses
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
@@ -35,21 +34,20 @@ import torch
 from torch import nn, Tensor
 
 try:
-    import flwr
     from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
     from flwr.clientapp import ClientApp
     from flwr.serverapp import Grid, ServerApp
     from flwr.serverapp import strategy as flwr_strategy
-except ImportError as err:   # the optional extra: pip install -r requirements-flower.txt
+except ImportError as err:   # requirements.txt installs it; a bare `pip install -e .` does not
     raise ImportError("fltutor.flower needs Flower: pip install 'flwr[simulation]>=1.41,<1.43' "
                       f"(see requirements.txt) ({err})") from None
 
 from .data import FederatedData
 from .engine import Params, client_accuracy, client_generator, make_batches, resolve_device
 from .federation import _flat, check_model_fits, sample_cohort, split_settings
-from .methods.base import Job, Method, Round, RunConfig
+from .methods.base import Job, Method, Round
 
-__all__ = ["Task", "make_client_app", "MethodStrategy", "flower_strategy", "make_server_app", "run_strategies",
+__all__ = ["Task", "make_client_app", "MethodStrategy", "Tap", "flower_strategy", "make_server_app", "run_strategies",
            "run_in_simulation", "LocalDeployment",
            "FLOWER_OWN", "PRIVATE_KEY"]
 
@@ -213,13 +211,16 @@ class CohortMixin:
     """Samples fltutor's cohort of each round (``sample_cohort`` over partition ids) instead of Flower's."""
     task: Task
     name: str = "main"            # the task's name in the ClientApp (messages carry it in their config)
+    connect_timeout_s: float = 120  # how long to wait for every SuperNode to connect
     _nodes: dict[int, int] | None = None
 
     def partition_nodes(self, grid: Grid) -> dict[int, int]:
         """{partition id: node id}, asked of every node once (one query message each)."""
         if self._nodes is None:
-            ids = list(grid.get_node_ids())
             n = self.task.num_clients
+            deadline = time.monotonic() + self.connect_timeout_s
+            while len(ids := list(grid.get_node_ids())) < n and time.monotonic() < deadline:
+                time.sleep(0.5)          # SuperNodes may still be connecting
             if len(ids) != n:
                 raise ValueError(f"num-supernodes: the federation has {len(ids)} nodes but the task has {n} clients; "
                                  f"start {n} SuperNodes (or options.num-supernodes = {n})")
@@ -256,8 +257,9 @@ class MethodStrategy(CohortMixin, flwr_strategy.Strategy):
     """Any fltutor method as a Flower strategy: the server side of ``Method`` (``aggregate``,
     ``init_server``, ``sends``) over Flower messages. ``history`` keeps one entry per round."""
 
-    def __init__(self, task: Task, *, name: str = "main", evaluate: bool = True):
+    def __init__(self, task: Task, *, name: str = "main", evaluate: bool = True, keep_messages: bool = False):
         self.task, self.name = task, name
+        self.messages: list[dict] | None = [] if keep_messages else None   # what crossed, see ``Tap``
         self.method = task.new_method()
         _, init = task.initial(self.method)
         self.global_params: Params = init
@@ -265,6 +267,10 @@ class MethodStrategy(CohortMixin, flwr_strategy.Strategy):
         self.evaluate = evaluate
         self.history: list[dict] = []
         self.diverged: dict | None = None
+        self._t0: float | None = None     # when the first round was sent (history's "time_s" counts from it)
+
+    def start(self, grid, *args, **kwargs):
+        return super().start(Tap(grid, self.messages) if self.messages is not None else grid, *args, **kwargs)
 
     def initial_arrays(self) -> ArrayRecord:
         return to_record(self.global_params)
@@ -279,6 +285,8 @@ class MethodStrategy(CohortMixin, flwr_strategy.Strategy):
     def configure_train(self, server_round, arrays, config, grid):
         if self.diverged:
             return []
+        if self._t0 is None:
+            self._t0 = time.perf_counter()
         record = RecordDict({"arrays": to_record(self.global_params), "server": self._sends(),
                              "config": ConfigRecord({**dict(config), "server-round": server_round})})
         return self.cohort_messages(server_round, record, grid, "train")
@@ -295,7 +303,8 @@ class MethodStrategy(CohortMixin, flwr_strategy.Strategy):
         rnd = Round(cohort, torch.tensor([float(m["num-examples"]) for m in met], dtype=torch.float64, device=dev),
                     torch.tensor([int(m["n-steps"]) for m in met], device=dev), server_round - 1, self.task.num_clients)
         loss = float(np.mean([m["train-loss"] for m in met]))
-        entry = {"round": server_round, "clients": cohort.tolist(), "train_loss": loss}
+        entry = {"round": server_round, "clients": cohort.tolist(), "train_loss": loss,
+                 "time_s": time.perf_counter() - self._t0}
         finite = np.isfinite(loss) and all(bool(torch.isfinite(v).all()) for v in message.values())
         new = self.method.aggregate(self.global_params, self.server, message, rnd) if finite else None
         if new is None or not all(bool(torch.isfinite(v).all()) for v in new.values()):
@@ -308,8 +317,9 @@ class MethodStrategy(CohortMixin, flwr_strategy.Strategy):
         return to_record(self.global_params), MetricRecord({"train-loss": loss})
 
     def configure_evaluate(self, server_round, arrays, config, grid):
-        if not self.evaluate or self.diverged:
-            return []
+        cfg = self.task.config
+        if not self.evaluate or self.diverged or (server_round % cfg.eval_every and server_round != cfg.rounds):
+            return []                  # scored when fltutor's engine scores: every eval_every rounds and the last
         record = RecordDict({"arrays": to_record(self.global_params), "server": self._sends(),
                              "config": ConfigRecord({**dict(config), "server-round": server_round, "task": self.name})})
         nodes = self.partition_nodes(grid)
@@ -323,6 +333,32 @@ class MethodStrategy(CohortMixin, flwr_strategy.Strategy):
         if self.history and self.history[-1]["round"] == server_round:
             self.history[-1].update(local_acc=float(np.mean(acc)), local_acc_per_client=[round(a, 4) for a in acc])
         return MetricRecord({"local-acc": float(np.mean(acc))})
+
+
+class Tap:
+    """A Grid that notes what every message it carries holds: direction, type, node, and per record its
+    arrays' names and bytes and its config entries (what an eavesdropper on the wire would see)."""
+
+    def __init__(self, grid: Grid, log: list):
+        self._grid, self.log = grid, log
+
+    @staticmethod
+    def _describe(content: RecordDict) -> dict:
+        return {"arrays": {n: {k: int(a.numpy().nbytes) for k, a in r.items()} for n, r in content.array_records.items()},
+                "config": {n: dict(r) for n, r in content.config_records.items()},
+                "metrics": {n: sorted(r) for n, r in content.metric_records.items()}}
+
+    def send_and_receive(self, messages, *args, **kwargs):
+        messages = list(messages)
+        self.log += [{"direction": "down", "type": m.metadata.message_type, "node": m.metadata.dst_node_id,
+                      **self._describe(m.content)} for m in messages]
+        replies = list(self._grid.send_and_receive(messages, *args, **kwargs))
+        self.log += [{"direction": "up", "type": r.metadata.message_type, "node": r.metadata.src_node_id,
+                      **self._describe(r.content)} for r in replies if not r.has_error()]
+        return replies
+
+    def __getattr__(self, name):
+        return getattr(self._grid, name)
 
 
 # ---- Flower's own strategies, taught fltutor's cohort ----------------------------------------------------------
@@ -376,7 +412,13 @@ def flower_strategy(task: Task, **kwargs):
     name, args = FLOWER_OWN[task.method]
     flat = _flat(task.config, task.method_params)
     fraction = {"fraction_train": 1.0, "fraction_evaluate": 0.0, "min_train_nodes": 1, "min_available_nodes": 1}
-    return _with_cohort(getattr(flwr_strategy, name))(task, **fraction, **args(flat), **kwargs)
+    flwr_log = logging.getLogger("flwr")
+    level = flwr_log.level
+    flwr_log.setLevel(logging.ERROR)       # Flower warns that fraction_evaluate = 0: on purpose, see configure_evaluate
+    try:
+        return _with_cohort(getattr(flwr_strategy, name))(task, **fraction, **args(flat), **kwargs)
+    finally:
+        flwr_log.setLevel(level)
 
 
 # ---- apps and launch ------------------------------------------------------------------------------------
@@ -403,9 +445,12 @@ def run_strategies(grid: Grid, strategies, *, rounds: int | None = None, result:
     for st in strategies:
         task = st.task
         initial = st.initial_arrays() if hasattr(st, "initial_arrays") else to_record(task.initial(task.new_method())[1])
+        if hasattr(st, "partition_nodes"):
+            st.partition_nodes(grid)   # every node's first call (workers start) is not charged to the rounds
+        t0 = time.perf_counter()
         res = st.start(grid=grid, initial_arrays=initial, num_rounds=rounds or task.config.rounds)
         params = getattr(st, "global_params", None) or from_record(res.arrays, resolve_device(task.device), task.dtype)
-        result[st.name] = {"params": params, "flower": res, "strategy": st}
+        result[st.name] = {"params": params, "flower": res, "strategy": st, "wall_s": time.perf_counter() - t0}
     return result
 
 
@@ -413,7 +458,7 @@ def run_in_simulation(tasks: Task | dict[str, Task], strategies=None, *, rounds:
                       cpus_per_client: float = 1, verbose: bool = False) -> dict:
     """Run tasks through Flower's simulation runtime from this process (Ray workers), one after another on
     the same virtual SuperNodes. ``strategies``: one per task (default: ``MethodStrategy`` of each, named
-    as the task). Returns {name: {"params", "flower", "strategy"}}; for a single Task, that one entry.
+    as the task). Returns {name: {"params", "flower", "strategy", "wall_s"}}; for a single Task, that one entry.
 
     A notebook-friendly launch. Flower's recommendation for scripts is ``flwr run`` (see the README);
     Flower marks ``run_simulation`` deprecated, and this wrapper silences that warning.

@@ -147,6 +147,7 @@ def test_wrong_number_of_supernodes_is_named():
             return [11, 12, 13]
 
     st = F.MethodStrategy(F.Task("mlp", small_data(), "fedavg", BASE))
+    st.connect_timeout_s = 0.1
     with pytest.raises(ValueError, match="num-supernodes.*3 nodes.*6 clients"):
         st.partition_nodes(Grid())
 
