@@ -3,7 +3,7 @@
 One client handler and one strategy serve every method: the ClientApp's train handler builds a
 one-row ``Job`` and calls the method's ``client_update``, and ``MethodStrategy.aggregate_train``
 stacks the replies and calls the method's ``aggregate``, so no method is written twice. Where
-Flower ships a strategy that computes what fltutor computes (FedAvg, FedProx), ``flower_strategy``
+Flower ships a strategy that computes what fltutor computes (FedAvg, FedProx, QFedAvg), ``flower_strategy``
 returns Flower's own class, taught only to sample fltutor's cohort (``FLOWER_OWN`` says why FedAdam
 and FedYogi are not among them).
 
@@ -184,10 +184,14 @@ def make_client_app(tasks: Task | dict[str, Task] | Callable[[Context], dict[str
             merged = {**{n: v[0] for n, v in private.items()}, **{n: v[0] for n, v in new_private.items()}}
             context.state[c["key"]] = to_record(merged)
         context.state[c["key"] + ".seen"] = ConfigRecord({"seen": True})
-        metrics = MetricRecord({"num-examples": len(c["train"]), "partition-id": k,
-                                "n-steps": int(batches.n_steps[0]), "train-loss": float(loss[0])})
-        return Message(RecordDict({"arrays": to_record({n: v[0] for n, v in message.items()}), "metrics": metrics}),
-                       reply_to=msg)
+        out = {n: v[0] for n, v in message.items()}
+        extras = {}
+        if msg.content["config"].get("flower-own"):   # Flower's strategies average every array: scalars go in metrics
+            extras = {n: float(v) for n, v in out.items() if n not in g and v.numel() == 1}
+            out = {n: v for n, v in out.items() if n not in extras}
+        metrics = MetricRecord({"num-examples": len(c["train"]), "partition-id": k, "n-steps": int(batches.n_steps[0]),
+                                "train-loss": float(loss[0]), **extras})
+        return Message(RecordDict({"arrays": to_record(out), "metrics": metrics}), reply_to=msg)
 
     @app.evaluate()
     def evaluate(msg: Message, context: Context) -> Message:
@@ -372,7 +376,10 @@ def _with_cohort(base: type) -> type:
 
         def configure_train(self, server_round, arrays, config, grid):
             msgs = list(base.configure_train(self, server_round, arrays, config, FullGrid(grid)))
-            return self.cohort_messages(server_round, msgs[0].content, grid, "train") if msgs else []
+            if not msgs:
+                return []
+            msgs[0].content["config"]["flower-own"] = True   # the client sends scalar extras as metrics
+            return self.cohort_messages(server_round, msgs[0].content, grid, "train")
 
         def configure_evaluate(self, server_round, arrays, config, grid):
             return []    # scored by fltutor's MethodStrategy; Flower's own runs are compared on the global model
@@ -401,6 +408,8 @@ class FullGrid:
 FLOWER_OWN: dict[str, tuple[str, Callable[[dict], dict]]] = {
     "fedavg": ("FedAvg", lambda s: {}),
     "fedprox": ("FedProx", lambda s: {"proximal_mu": s["mu"]}),
+    # q-FedAvg: Flower's QFedAvg reads F_k (the loss at the received model) from the reply's metrics
+    "qffl": ("QFedAvg", lambda s: {"client_learning_rate": s["lr"], "q": s["q"], "train_loss_key": "start_loss"}),
 }
 
 

@@ -1,6 +1,6 @@
 """fltutor's methods through Flower: the same global model as fltutor's engine, and no private state in a message.
 
-One Flower simulation (Ray workers, six virtual SuperNodes) runs every strategy in turn, three
+One Flower simulation (Ray workers, six virtual SuperNodes) runs all 12 strategies in turn, three
 rounds each, in float64; each test compares one of them with ``Federation`` run on the same
 seed, data, cohorts and settings. The simulation costs about a minute on 2 cores, mostly Ray's start.
 """
@@ -26,6 +26,7 @@ CASES = {
     "gma_fedadam": ("fedadam", dict(BASE, aggregation="gma", server_lr=0.01), False),
     "gma_fedyogi": ("fedyogi", dict(BASE, aggregation="gma", server_lr=0.01), False),
     "qffl": ("qffl", dict(BASE, q=1.0), False),
+    "qffl_flower": ("qffl", dict(BASE, q=1.0), True),
     "scaffold": ("scaffold", BASE, False),
     "waffle_ibp": ("waffle_ibp", BASE, False),
     "waffle_weighted": ("waffle_weighted", dict(ALL, target=1), False),
@@ -127,6 +128,7 @@ def test_flower_own_strategies_are_flowers(runs):
     assert isinstance(out["fedavg_flower"]["strategy"], flwr.serverapp.strategy.FedAvg)
     assert not isinstance(out["fedavg_flower"]["strategy"], F.MethodStrategy)
     assert isinstance(out["fedprox_flower"]["strategy"], flwr.serverapp.strategy.FedProx)
+    assert isinstance(out["qffl_flower"]["strategy"], flwr.serverapp.strategy.QFedAvg)
 
 
 # ---- bad input, before anything starts --------------------------------------------------------------------
