@@ -15,6 +15,7 @@ from fltutor import partition  # noqa: E402
 from fltutor.data import FederatedData  # noqa: E402
 from fltutor.federation import Federation  # noqa: E402
 
+FEDADAM = dict(eta=0.01, beta_1=0.9, beta_2=0.99, tau=1e-3)
 BASE = dict(rounds=3, client_fraction=0.5, local_epochs=1, batch_size=10, lr=0.05, seed=3)
 ALL = dict(BASE, client_fraction=1.0)
 # name: (fltutor method, settings, Flower's own strategy?)
@@ -73,9 +74,16 @@ def runs():
     tasks = {name: F.Task("mlp", data, m, s, dtype=torch.float64) for name, (m, s, _) in CASES.items()}
     strategies = [F.flower_strategy(t, name=n) if CASES[n][2] else
                   (Wiretapped if n == "waffle_ibp" else F.MethodStrategy)(t, name=n) for n, t in tasks.items()]
+    # Flower's own FedAdam, one round, for the check that it is not Reddi et al.'s Algorithm 2
+    tasks["flower_fedadam"] = F.Task("mlp", data, "fedavg", dict(BASE, rounds=1), dtype=torch.float64)
+    strategies.append(F._with_cohort(flwr.serverapp.strategy.FedAdam)(
+        tasks["flower_fedadam"], name="flower_fedadam", fraction_train=1.0, fraction_evaluate=0.0, min_train_nodes=1,
+        min_available_nodes=1, **FEDADAM))
     out = F.run_in_simulation(tasks, strategies)
     refs = {}
     for name, t in tasks.items():
+        if name == "flower_fedadam":
+            continue
         fed = Federation("mlp", data, t.method, device="cpu", dtype=torch.float64, progress=False, **t.settings)
         fed.run()
         refs[name] = fed
@@ -121,6 +129,33 @@ def test_waffle_ibp_selections_never_cross(runs):
                     "a private selection tensor crossed the network"
     configs = [dict(r) for content in log for r in content.config_records.values()]
     assert all(set(c) <= {"server-round", "task"} for c in configs)
+
+
+def test_flowers_fedadam_is_bias_corrected_so_fltutor_runs_its_own(runs):
+    """Why FLOWER_OWN leaves out FedAdam: after one round, Flower's model is w + eta sqrt(1 - b2^2) / (1 - b1^2)
+    * m / (sqrt(v) + tau) with m = (1 - b1) D, v = (1 - b2) D^2 (v starts at 0), while Reddi et al.'s Alg. 2
+    (fltutor's fedadam) takes w + eta m / (sqrt(v') + tau) with v' = b2 tau^2 + (1 - b2) D^2."""
+    out, _ = runs
+    data = small_data()
+    one = dict(BASE, rounds=1)
+    fedavg = Federation("mlp", data, "fedavg", device="cpu", dtype=torch.float64, progress=False, **one)
+    w0 = {k: v.clone() for k, v in fedavg.run_params(0).items()}
+    fedavg.run()
+    ours = Federation("mlp", data, "fedadam", device="cpu", dtype=torch.float64, progress=False, server_lr=0.01,
+                      beta1=0.9, beta2=0.99, server_eps=1e-3, **one)
+    ours.run()
+    e, b1, b2, tau = FEDADAM["eta"], FEDADAM["beta_1"], FEDADAM["beta_2"], FEDADAM["tau"]
+    worst_hand, worst_ours = 0.0, 0.0
+    for k, w in w0.items():
+        d = fedavg.run_params(0)[k] - w                                       # the clients' mean update
+        m = (1 - b1) * d
+        hand = w + e * (1 - b2 ** 2) ** 0.5 / (1 - b1 ** 2) * m / ((1 - b2) ** 0.5 * d.abs() + tau)
+        worst_hand = max(worst_hand, float((out["flower_fedadam"]["params"][k].double() - hand).abs().max()))
+        reddi = w + e * m / ((b2 * tau ** 2 + (1 - b2) * d ** 2).sqrt() + tau)
+        assert torch.allclose(ours.run_params(0)[k], reddi, atol=1e-12)     # fltutor is Alg. 2
+        worst_ours = max(worst_ours, float((out["flower_fedadam"]["params"][k].double() - reddi).abs().max()))
+    assert worst_hand < 1e-6, "Flower's FedAdam is not the bias-corrected step read off its source"
+    assert worst_ours > 1e-3, "Flower's FedAdam now agrees with Alg. 2: it could join FLOWER_OWN"
 
 
 def test_flower_own_strategies_are_flowers(runs):
