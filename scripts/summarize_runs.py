@@ -4,7 +4,8 @@ Every table cell that ``fltutor.federation.run`` / ``sweep`` finishes leaves
 ``<run_root>/cells/<label>-<method>-seed<seed>-<key>/results.json``; a ``Federation`` that a
 notebook keeps with an ``out_dir`` under ``<run_root>/federations/`` (notebook 02's WAFFLe) leaves
 ``results.json`` there, or ``results-<i>.json`` for each run of a sweep. This script reads them
-all, groups runs that differ only in their seed, and prints mean ± sample std per group:
+all, groups runs that differ only in their seed, and prints a table with one row per group
+and each number as mean ± sample std over its seeds:
 
 - runs whose data have subpopulations (WAFFLe's multimodal splits): the mean local accuracy and
   Table 1's majority, minority, gap and variance;
@@ -21,17 +22,17 @@ import argparse
 import dataclasses
 import json
 import re
-from collections import defaultdict
 from pathlib import Path
 
-import numpy as np
+import pandas as pd
 
 from fltutor import methods
 from fltutor.metrics import fairness_summary
 from fltutor.methods.base import RunConfig
 
-SHOWN_APART = ("lr", "rounds", "local_epochs")   # printed in parentheses
+SHOWN_APART = ("lr", "rounds", "local_epochs")   # shown in columns of their own
 NEVER_SHOWN = ("seed", "eval_every")
+NUMBERS = ("mean", "majority", "minority", "gap", "variance", "last-10", "best")   # the table's columns of results
 
 
 def method_defaults(method: str) -> dict:
@@ -51,8 +52,11 @@ def _variant(settings: dict, defaults: dict) -> str:
                     if k not in SHOWN_APART + NEVER_SHOWN and v != defaults.get(k, object()))
 
 
-def _mean_std(vals: list[float]) -> str:
-    return f"{np.mean(vals):.2f} ± {np.std(vals, ddof=1):.2f}" if len(vals) > 1 else f"{vals[0]:.2f}"
+def mean_sd(values: pd.Series) -> str:
+    """'mean ± sample std' over seeds (the mean alone for one seed); '' if a seed lacks the value."""
+    if values.isna().any():
+        return ""
+    return f"{values.mean():.2f} ± {values.std(ddof=1):.2f}" if len(values) > 1 else f"{values.iloc[0]:.2f}"
 
 
 def cell_name(folder: str, seed: int) -> str:
@@ -66,32 +70,40 @@ def result_files(root: Path) -> list[Path]:
     return sorted(root.glob("cells/*/results.json")) + sorted(root.glob("federations/*/results*.json"))
 
 
-def summarize(root: Path) -> list[str]:
-    groups: dict[tuple, list[dict]] = defaultdict(list)
+def run_row(folder: Path, r: dict) -> dict:
+    """One finished run as a table row: what identifies its group, then its numbers (NaN: not measured)."""
+    s = r["settings"]
+    variant = _variant(s, method_defaults(r["method"]))
+    name = cell_name(folder.name, s["seed"])
+    row = {"name": name, "method": r["method"],
+           "settings": json.dumps({k: v for k, v in s.items() if k not in NEVER_SHOWN}, sort_keys=True, default=str),
+           "cell": f"{name} [{variant}]" if variant else name,
+           "lr": f"{s['lr']:g}", "E": s["local_epochs"], "rounds": s["rounds"], "seed": s["seed"]}
+    if r.get("groups"):   # subpopulations: WAFFLe's Table 1 numbers
+        row.update(fairness_summary(r["final"]["local_acc_per_client"], r["groups"]))
+    else:
+        row["mean"] = r["final"]["local_acc"]
+        row["last-10"], row["best"] = r.get("last10_global_acc"), r.get("best_global_acc")
+    return row
+
+
+def summarize(root: Path) -> pd.DataFrame:
+    """One row per group of finished runs that differ only in their seed, each number as mean ± std over seeds."""
+    rows = []
     for f in result_files(root):
         r = json.loads(f.read_text())
-        s = r["settings"]
-        if r.get("rounds_done") != s["rounds"]:
+        if r.get("rounds_done") != r["settings"]["rounds"]:
             continue  # unfinished: its checkpoint resumes it
-        key = json.dumps({k: v for k, v in s.items() if k not in NEVER_SHOWN}, sort_keys=True, default=str)
-        groups[cell_name(f.parent.name, s["seed"]), r["method"], key].append(r)
-    lines = []
-    for (name, method, _), runs in sorted(groups.items()):
-        s = runs[0]["settings"]
-        variant = _variant(s, method_defaults(method))
-        seeds = sorted(r["settings"]["seed"] for r in runs)
-        label = f"{name} [{variant}]" if variant else name
-        if runs[0].get("groups"):
-            fs = [fairness_summary(r["final"]["local_acc_per_client"], r["groups"]) for r in runs]
-            cols = " | ".join(f"{k} {_mean_std([x[k] for x in fs])}"
-                              for k in ("mean", "majority", "minority", "gap", "variance"))
-        else:
-            cols = f"mean {_mean_std([r['final']['local_acc'] for r in runs])}"
-            if all(r.get("last10_global_acc") is not None for r in runs):
-                cols += (f" | last-10 {_mean_std([r['last10_global_acc'] for r in runs])}"
-                         f" | best {_mean_std([r['best_global_acc'] for r in runs])}")
-        lines.append(f"{label} (lr {s['lr']:g}, E {s['local_epochs']}, {s['rounds']} rounds, seeds {seeds}): {cols}")
-    return lines
+        rows.append(run_row(f.parent, r))
+    if not rows:
+        return pd.DataFrame()
+    runs = pd.DataFrame(rows)
+    numbers = [c for c in NUMBERS if c in runs]
+    table = runs.groupby(["name", "method", "settings"]).agg(
+        cell=("cell", "first"), lr=("lr", "first"), E=("E", "first"), rounds=("rounds", "first"),
+        seeds=("seed", lambda s: ", ".join(map(str, sorted(s)))),
+        **{c: (c, mean_sd) for c in numbers})   # blank where the runs lack it (no subpopulations, no global model)
+    return table.reset_index(drop=True)
 
 
 def main() -> None:
@@ -101,7 +113,12 @@ def main() -> None:
         if not root.is_dir():
             raise ValueError(f"{root} is not a folder; pass a run_root such as runs/paper")
         print(f"== {root}")
-        print("\n".join(summarize(root)) or "(no finished runs)")
+        table = summarize(root)
+        if len(table):   # cells as written (no reparsing of "98.00" as 98); text left, numbers right
+            print(table.to_markdown(index=False, disable_numparse=True,
+                                    colalign=["left"] + ["right"] * (table.shape[1] - 1)))
+        else:
+            print("(no finished runs)")
 
 
 if __name__ == "__main__":
