@@ -508,6 +508,13 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _listening(port: int) -> bool:
+    import socket
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
 class LocalDeployment:
     """A SuperLink and ``num_nodes`` SuperNodes on 127.0.0.1, each its own process (TLS off: local use only).
 
@@ -546,7 +553,13 @@ class LocalDeployment:
             f'address = "127.0.0.1:{self.port}"\ninsecure = true\n')
         self._start("superlink", ["flower-superlink", "--insecure", "--port", str(self.port),
                                   "--disable-runtime-dependency-installation"])
-        time.sleep(2)
+        deadline = time.monotonic() + 120          # a loaded machine may take a while to start it
+        while not _listening(self.port):
+            if time.monotonic() > deadline or self.procs[0].poll() is not None:
+                self.__exit__(None, None, None)
+                raise RuntimeError(f"the SuperLink did not start listening on 127.0.0.1:{self.port}; "
+                                   f"see {self.home / 'superlink.log'}")
+            time.sleep(0.5)
         for k in range(self.num_nodes):
             self._start(f"supernode{k}", ["flower-supernode", "--insecure", "--superlink", f"127.0.0.1:{self.port}",
                                           "--port", str(_free_port()), "--node-config", f"partition-id={k}"])

@@ -11,6 +11,8 @@ import time
 import pytest
 
 NOTEBOOK_ENV = {"FLTUTOR_HEADLESS": "1", "FLTUTOR_DATA": "bundled", "FLTUTOR_SELFCHECK": "1"}
+if os.environ.get("PYTEST_XDIST_WORKER"):   # pytest -n: kernels share the cores with another worker, one thread each
+    NOTEBOOK_ENV["OMP_NUM_THREADS"] = "1"
 HERE = os.path.dirname(os.path.abspath(__file__))
 _saved = {}
 _times: dict[str, list[float]] = {}   # notebook -> [first cell's start, last cell's end]
