@@ -530,7 +530,10 @@ class LocalDeployment:
         import os
         from pathlib import Path
         self.num_nodes, self.home, self.grace_s = num_nodes, Path(home), grace_s
+        import sys
+        bindir = str(Path(sys.executable).parent)    # Flower's processes start its other executables by name
         self.env = {**os.environ, "FLWR_HOME": str(self.home), **(env or {})}
+        self.env["PATH"] = os.pathsep.join([bindir, self.env.get("PATH", "")])
         self.port = _free_port()
         self.procs: list = []
         self.logs: list = []
