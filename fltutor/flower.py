@@ -283,6 +283,11 @@ class MethodStrategy(CohortMixin, flwr_strategy.Strategy):
         m = self.method
         return to_record({k: v for k, v in self.server.items() if m.sends and k.startswith(m.sends)})
 
+    def _record(self, server_round: int, config) -> RecordDict:
+        """What the server sends a client: the global model, the shared server tensors and the round."""
+        return RecordDict({"arrays": to_record(self.global_params), "server": self._sends(),
+                           "config": ConfigRecord({**dict(config), "server-round": server_round})})
+
     def summary(self) -> None:
         logging.getLogger("flwr").info("fltutor %s through Flower: %s", self.task.method, self.method.describe())
 
@@ -291,9 +296,7 @@ class MethodStrategy(CohortMixin, flwr_strategy.Strategy):
             return []
         if self._t0 is None:
             self._t0 = time.perf_counter()
-        record = RecordDict({"arrays": to_record(self.global_params), "server": self._sends(),
-                             "config": ConfigRecord({**dict(config), "server-round": server_round})})
-        return self.cohort_messages(server_round, record, grid, "train")
+        return self.cohort_messages(server_round, self._record(server_round, config), grid, "train")
 
     def aggregate_train(self, server_round, replies):
         if self.diverged:
@@ -324,8 +327,8 @@ class MethodStrategy(CohortMixin, flwr_strategy.Strategy):
         cfg = self.task.config
         if not self.evaluate or self.diverged or (server_round % cfg.eval_every and server_round != cfg.rounds):
             return []                  # scored when fltutor's engine scores: every eval_every rounds and the last
-        record = RecordDict({"arrays": to_record(self.global_params), "server": self._sends(),
-                             "config": ConfigRecord({**dict(config), "server-round": server_round, "task": self.name})})
+        record = self._record(server_round, config)
+        record["config"]["task"] = self.name
         nodes = self.partition_nodes(grid)
         return [Message(record, message_type="evaluate", dst_node_id=nodes[k]) for k in sorted(nodes)]
 
