@@ -132,7 +132,7 @@ def check_model_fits(model, datas: Sequence[FederatedData], seed: int) -> None:
             raise ValueError(f"model {name!r} cannot take this data's samples of shape {shape}: "
                              f"{str(err).splitlines()[0]}. Use a model made for {shape} (fltutor.models: 'mlp', "
                              "'cnn_fashion', 'lenet5' for (1, 28, 28), 'lenet5_rgb' for (3, 28, 28), 'cnn_cifar', "
-                             "'lenet5_cifar' for (3, 32, 32); 'resnet18_gn', 'resnet18_bn' for any 3-channel size)") from None
+                             "'lenet5_cifar' for (3, 32, 32); 'resnet18_gn', 'resnet18_bn', 'dla', 'dla_gn' for any 3-channel size)") from None
         top = int(max(d.y.max(), d.y_test.max() if d.y_test is not None and len(d.y_test) else 0))
         if out.ndim != 2 or out.shape[1] <= top:
             raise ValueError(f"model {name!r} outputs shape {tuple(out.shape[1:])} per sample, but the labels go up "

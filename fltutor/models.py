@@ -3,7 +3,7 @@
 All of them are stateless apart from their parameters (no buffers, no dropout), so one
 definition serves both the per-client reference loop and the cohort engine, which runs it
 under ``torch.func.vmap`` with a leading client dimension on every parameter. The batch-norm
-ResNet keeps that property by not tracking running statistics (see ``ResNet18``).
+ResNet and DLA keep that property by not tracking running statistics (see ``ResNet18``).
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 
-__all__ = ["MLP", "CNNFashion", "CNNCifar", "LeNet5", "LogReg", "BasicBlock", "ResNet18", "make_model",
+__all__ = ["MLP", "CNNFashion", "CNNCifar", "LeNet5", "LogReg", "BasicBlock", "ResNet18", "DLA", "make_model",
            "num_params", "MODELS"]
 
 
@@ -101,7 +101,7 @@ class LogReg(nn.Module):
 
 
 def _norm(kind: str, channels: int) -> nn.Module:
-    """The normalisation layer of ``ResNet18``: "bn" (batch statistics only) or "gn" (2 groups)."""
+    """The normalisation layer of ``ResNet18`` and ``DLA``: "bn" (batch statistics only) or "gn" (2 groups)."""
     if kind == "bn":
         return nn.BatchNorm2d(channels, track_running_stats=False)
     if kind == "gn":
@@ -197,6 +197,109 @@ class ResNet18(nn.Module):
         return self.fc(x.mean((-2, -1)))      # global average pool (B, 512) -> (B, 10)
 
 
+class _Aggregation(nn.Module):
+    """DLA's aggregation node: its children concatenated along the channels, a 1x1 convolution, norm, ReLU."""
+
+    def __init__(self, in_channels: int, channels: int, norm: str):
+        super().__init__()
+        self.conv = nn.Conv2d(in_channels, channels, 1, bias=False)
+        self.norm = _norm(norm, channels)
+
+    def forward(self, children):
+        return F.relu(self.norm(self.conv(torch.cat(children, 1))))
+
+
+class _Tree(nn.Module):
+    """A hierarchical deep aggregation tree T_n of ``BasicBlock``s (Yu et al. 2018, sec. 3.2).
+
+    T_1(x) = N(B(x), B(B(x))). For n > 1 the sub-trees T_{n-1}, ..., T_1 are chained (each takes
+    the previous one's output), then two blocks follow, and one node merges all of them:
+    T_n(x) = N(R_{n-1}, ..., R_1, L_1, L_2) with R_{n-1} = T_{n-1}(x), R_m = T_m(R_{m+1}),
+    L_1 = B(R_1), L_2 = B(L_1): the root has n + 1 children of ``channels`` each. The first
+    block or sub-tree maps ``in_channels`` to ``channels`` and applies ``stride``. ``extra_channels``:
+    the width of further children passed to ``forward`` (the stage input, for iterative aggregation).
+    """
+
+    def __init__(self, level: int, in_channels: int, channels: int, stride: int, norm: str,
+                 extra_channels: int = 0):
+        super().__init__()
+        if level < 1:
+            raise ValueError(f"level must be >= 1, got {level}")
+        self.subtrees = nn.ModuleList()
+        c_in, s = in_channels, stride
+        for m in range(level - 1, 0, -1):
+            self.subtrees.append(_Tree(m, c_in, channels, s, norm))
+            c_in, s = channels, 1
+        self.block1 = BasicBlock(c_in, channels, s, norm)
+        self.block2 = BasicBlock(channels, channels, 1, norm)
+        self.root = _Aggregation((level + 1) * channels + extra_channels, channels, norm)
+
+    def forward(self, x, extra=()):
+        children = []
+        for tree in self.subtrees:
+            x = tree(x)
+            children.append(x)
+        l1 = self.block1(x)
+        children += [l1, self.block2(l1), *extra]
+        return self.root(children)
+
+
+def _conv_stage(in_channels: int, channels: int, norm: str) -> nn.Sequential:
+    return nn.Sequential(nn.Conv2d(in_channels, channels, 3, padding=1, bias=False), _norm(norm, channels), nn.ReLU())
+
+
+class DLA(nn.Module):
+    """DLA (Deep Layer Aggregation, Yu, Wang, Shelhamer & Darrell, CVPR 2018) for 32x32 images: the
+    CIFAR-10 model of weighted-averaging WAFFLE (Beaussart et al. 2021, sec. 3: "for CIFAR10 we use
+    DLA [Yu et al., 2017]"; SGD lr 0.01, momentum 0.9, weight decay 5e-4, batch 128), which says
+    nothing more about it.
+
+    The common CIFAR-sized layout with DLA-34's widths: a 3x3 stem of 16 channels, then six stages
+    of 16, 32, 64, 128, 256 and 512 channels. Stages 1-2 are one 3x3 convolution + norm + ReLU
+    each. Stages 3-6 are hierarchical deep aggregation trees (``_Tree``) of ``BasicBlock``s with
+    1, 2, 2 and 1 levels; an aggregation node is a 1x1 convolution on its concatenated children +
+    norm + ReLU (Yu et al.'s node without its optional residual), and the level-2 trees' root
+    merges the level-1 sub-tree's root and the two blocks after it. Stages 4-6 halve the
+    resolution in their first block (32 -> 16 -> 8 -> 4). Iterative deep aggregation across
+    stages: as in DLA-34, the roots of stages 4-6 (not that of the first tree, stage 3) also take
+    the stage's input, 2x2 max-pooled to the stage's resolution (ceil mode: odd sizes round up
+    like the strided convolutions, so any image size works), so every stage's output aggregates
+    the previous stage's. Then global average pooling and one linear layer: 15,232,314
+    parameters for 3 input channels and 10 classes, with "bn" and "gn" alike.
+
+    Our own choices, as WAFFLE gives none: this layout (DLA-34 for ImageNet has a 7x7 stem, stages
+    2-6 of stride 2 and a 7x7 map before the pooling; here 3x3, strides only in stages 4-6 and a
+    4x4 map); a downsampling block's shortcut is ``BasicBlock``'s strided 1x1 convolution + norm
+    (Yu et al.'s code: max-pool, then a 1x1 projection); no convolution has a bias (each is
+    followed by a norm); He (fan-out) initialisation of the convolutions as in ``ResNet18``.
+    ``norm``: "bn" is ``BatchNorm2d(track_running_stats=False)`` and "gn" ``GroupNorm(2, c)``, for
+    the reasons in ``ResNet18``'s docstring: fltutor's engine keeps no buffers, so with "bn" every
+    forward pass, evaluation included, normalises with the current batch's statistics and a
+    sample's logits depend on the other samples in its batch; with "gn" they do not.
+    """
+
+    def __init__(self, norm: str = "bn", in_channels: int = 3, num_classes: int = 10):
+        super().__init__()
+        self.stem = _conv_stage(in_channels, 16, norm)
+        self.stage1 = _conv_stage(16, 16, norm)
+        self.stage2 = _conv_stage(16, 32, norm)
+        self.stage3 = _Tree(1, 32, 64, 1, norm)
+        self.stage4 = _Tree(2, 64, 128, 2, norm, extra_channels=64)
+        self.stage5 = _Tree(2, 128, 256, 2, norm, extra_channels=128)
+        self.stage6 = _Tree(1, 256, 512, 2, norm, extra_channels=256)
+        self.fc = nn.Linear(512, num_classes)
+        for m in self.modules():
+            if isinstance(m, nn.Conv2d):
+                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+
+    def forward(self, x):
+        x = self.stage2(self.stage1(self.stem(x)))        # (B, 32, 32, 32)
+        x = self.stage3(x)                                # (B, 64, 32, 32)
+        for stage in (self.stage4, self.stage5, self.stage6):
+            x = stage(x, extra=(F.max_pool2d(x, 2, ceil_mode=True),))   # (B, 128, 16, 16), (B, 256, 8, 8),
+        return self.fc(x.mean((-2, -1)))                  # (B, 512, 4, 4); global average pool -> (B, 10)
+
+
 MODELS = {
     "mlp": lambda: MLP(),
     "cnn_fashion": lambda: CNNFashion(),
@@ -207,6 +310,8 @@ MODELS = {
     "logreg": lambda: LogReg(),
     "resnet18_bn": lambda: ResNet18(norm="bn"),   # GMA Table 7, CIFAR-10
     "resnet18_gn": lambda: ResNet18(norm="gn"),   # GMA's CIFAR-10 model (appendix D.3)
+    "dla": lambda: DLA(norm="bn"),                # weighted WAFFLE's CIFAR-10 model
+    "dla_gn": lambda: DLA(norm="gn"),
 }
 
 

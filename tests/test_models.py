@@ -18,9 +18,13 @@ EXPECTED = {
     # against torchvision's resnet18 with the same stem
     "resnet18_bn": 11_173_962,
     "resnet18_gn": 11_173_962,
+    # CIFAR DLA (the weighted-averaging WAFFLE paper's model); tests/test_models_dla.py counts it layer by layer
+    "dla": 15_232_314,
+    "dla_gn": 15_232_314,
 }
 SHAPES = {"cnn_cifar": (3, 32, 32), "lenet5_cifar": (3, 32, 32), "lenet5_rgb": (3, 28, 28),
-          "resnet18_bn": (3, 32, 32), "resnet18_gn": (3, 32, 32)}
+          "resnet18_bn": (3, 32, 32), "resnet18_gn": (3, 32, 32),
+          "dla": (3, 32, 32), "dla_gn": (3, 32, 32)}
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
