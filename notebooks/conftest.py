@@ -3,10 +3,10 @@ with its quick defaults on the bundled data, and its closing self-check cell (fl
 check_notebook_results) also asserts what holds only there, because FLTUTOR_SELFCHECK is set.
 
 The variables are set only while a notebook's cells run (its kernel starts then and inherits them), so
-the tests under tests/ see the environment as it was. At the end pytest prints each notebook's wall
-time (kernel start included): the README's cost table quotes these."""
+the tests under tests/ see the environment as it was. At the end pytest prints each notebook's time (the
+sum of its cells' setup, call and teardown, kernel start included): the README's cost table quotes these.
+The times are summed from the test reports, which reach the main process also under pytest-xdist."""
 import os
-import time
 
 import pytest
 
@@ -15,7 +15,7 @@ if os.environ.get("PYTEST_XDIST_WORKER"):   # pytest -n: kernels share the cores
     NOTEBOOK_ENV["OMP_NUM_THREADS"] = "1"
 HERE = os.path.dirname(os.path.abspath(__file__))
 _saved = {}
-_times: dict[str, list[float]] = {}   # notebook -> [first cell's start, last cell's end]
+_times: dict[str, float] = {}   # notebook -> seconds, summed over its cells' reports
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -23,11 +23,9 @@ def pytest_runtest_setup(item):
     for k, v in NOTEBOOK_ENV.items():
         _saved.setdefault(k, os.environ.get(k))
         os.environ[k] = v
-    _times.setdefault(os.path.basename(str(item.fspath)), [time.perf_counter(), 0.0])
 
 
 def pytest_runtest_teardown(item, nextitem):
-    _times[os.path.basename(str(item.fspath))][1] = time.perf_counter()
     if nextitem is None or not str(nextitem.fspath).startswith(HERE):
         for k, v in _saved.items():
             if v is None:
@@ -37,8 +35,15 @@ def pytest_runtest_teardown(item, nextitem):
         _saved.clear()
 
 
+def pytest_runtest_logreport(report):
+    path = report.nodeid.split("::")[0]
+    if path.endswith(".ipynb"):
+        nb = os.path.basename(path)
+        _times[nb] = _times.get(nb, 0.0) + report.duration
+
+
 def pytest_terminal_summary(terminalreporter):
     if _times:
-        terminalreporter.write_sep("-", "notebook wall times (quick defaults, bundled data)")
-        for nb, (t0, t1) in sorted(_times.items()):
-            terminalreporter.write_line(f"{nb:52s} {max(0.0, t1 - t0):7.1f} s")
+        terminalreporter.write_sep("-", "notebook times (quick defaults, bundled data)")
+        for nb, t in sorted(_times.items()):
+            terminalreporter.write_line(f"{nb:52s} {t:7.1f} s")
