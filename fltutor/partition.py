@@ -18,7 +18,7 @@ from .checks import SettingError, describe, integer, number
 __all__ = [
     "iid", "shards", "multimodal", "dirichlet_label", "dirichlet_quantity",
     "label_distribution", "split_train_test", "class_counts", "client_groups",
-    "MULTIMODAL_PRESETS", "DISTRIBUTIONS",
+    "MULTIMODAL_PRESETS", "DISTRIBUTIONS", "SIZE_DISTRIBUTIONS",
 ]
 
 # WAFFLe (Hao et al., 2022) section IV-A: majority group first, then minority.
@@ -41,6 +41,14 @@ DISTRIBUTIONS = {
     "C": [0.0, 0.0, 0.0, 0.1, 0.2, 0.4, 0.2, 0.1, 0.0, 0.0],
     "A*": [0.1] * 10,
     "B*": [0.25] * 4 + [0.0] * 6,
+}
+
+# The paper's Table 4 (its Fig. 5, Weight Erosion with and without the distance penalty): each agent's
+# share of the data. Its label distributions are A (IID) and C = [.25]*4 + [0]*6, which is Table 1's B.
+SIZE_DISTRIBUTIONS = {
+    "A": [0.1] * 10,
+    "B": [0.21, 0.06, 0.11, 0.06, 0.11, 0.06, 0.16, 0.06, 0.11, 0.06],
+    "C": [0.1, 0.1, 0.1, 0.1, 0.2, 0.05, 0.05, 0.1, 0.1, 0.1],
 }
 
 
@@ -327,8 +335,9 @@ def dirichlet_quantity(num_samples: int, num_clients: int, beta: float, *, seed:
     return [np.sort(part) for part in np.split(perm, np.cumsum(sizes)[:-1])]
 
 
-def _proportions(fn: str, proportions) -> np.ndarray:
-    """One finite weight >= 0 per class, summing to 1 (numbers, not strings or bools)."""
+def _proportions(fn: str, proportions, name: str = "proportions",
+                 example: str = "[0.4, 0.2, 0.2, 0.1, 0.1, 0, 0, 0, 0, 0]") -> np.ndarray:
+    """One finite weight >= 0 per class (or client), summing to 1 (numbers, not strings or bools)."""
     if hasattr(proportions, "detach"):
         proportions = proportions.detach().cpu().numpy()
     try:
@@ -336,17 +345,17 @@ def _proportions(fn: str, proportions) -> np.ndarray:
     except ValueError:  # ragged nested lists
         ndim = -1
     if isinstance(proportions, (str, bytes)) or ndim != 1 or len(proportions) == 0:
-        raise SettingError(f"{fn}: proportions: got {describe(proportions)}; expected a non-empty list with "
-                           "one weight per class, like [0.4, 0.2, 0.2, 0.1, 0.1, 0, 0, 0, 0, 0]")
-    p = np.array([number(f"{fn}: proportions[{i}]", v, low=0) for i, v in enumerate(proportions)])
+        raise SettingError(f"{fn}: {name}: got {describe(proportions)}; expected a non-empty list of weights, "
+                           f"like {example}")
+    p = np.array([number(f"{fn}: {name}[{i}]", v, low=0) for i, v in enumerate(proportions)])
     if not np.isclose(p.sum(), 1.0):
-        raise SettingError(f"{fn}: proportions must be >= 0 and sum to 1, got sum {p.sum():.4f}; "
+        raise SettingError(f"{fn}: {name} must be >= 0 and sum to 1, got sum {p.sum():.4f}; "
                            "divide by their sum")
     return p
 
 
 def label_distribution(labels, num_clients: int, proportions: Sequence[float], *,
-                       seed: int) -> list[np.ndarray]:
+                       seed: int, sizes: Sequence[float] | None = None) -> list[np.ndarray]:
     """Rotated class proportions (weighted-averaging WAFFLE paper, Beaussart et al. 2021, sec. 3).
 
     Client i wants class c with weight ``proportions[(c - i) % K]``: the list moved right
@@ -356,6 +365,12 @@ def label_distribution(labels, num_clients: int, proportions: Sequence[float], *
     classes 0-3, client 1 classes 1-4, and so on. With fewer clients than classes, a class
     no client wants is left out: a UserWarning names it and its sample count. A client
     that would get no sample (its classes absent or too small) is refused.
+
+    ``sizes`` (one share per client, >= 0, summing to 1; the paper's Table 4 size distributions)
+    multiplies client i's weights by sizes[i] before each class is shared out. Under IID proportions
+    every client then holds exactly its share of every class (within one sample); under skewed
+    proportions a client's total follows its share only approximately, since it competes for each of
+    its classes with the clients that want it too. None: equal sizes.
     """
     fn = "label_distribution"
     y = _labels(fn, labels)
@@ -367,6 +382,13 @@ def label_distribution(labels, num_clients: int, proportions: Sequence[float], *
         raise SettingError(f"{fn}: proportions: labels hold classes 0..{y.max()} but only {k} proportions "
                            f"were given; pass one per class ({y.max() + 1} or more)")
     w = np.stack([np.roll(p, i) for i in range(num_clients)])  # (N, K) weight of class c at client i
+    if sizes is not None:
+        sz = _proportions(fn, sizes, "sizes", "the paper's Table 4 [0.1, 0.1, 0.1, 0.1, 0.2, 0.05, 0.05, 0.1, 0.1, 0.1]")
+        if len(sz) != num_clients:
+            raise SettingError(f"{fn}: sizes: got {len(sz)} shares for num_clients={num_clients}; give one share "
+                               "per client, summing to 1, like the paper's Table 4 [0.1, 0.1, 0.1, 0.1, 0.2, 0.05, "
+                               "0.05, 0.1, 0.1, 0.1]")
+        w = w * sz[:, None]
     rng = np.random.default_rng(seed)
     buckets: list[list[np.ndarray]] = [[] for _ in range(num_clients)]
     unused = []

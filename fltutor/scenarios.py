@@ -268,7 +268,7 @@ WE_PENALTY = {"mnist": WE_PENALTY_MNIST, "fashionmnist": WE_PENALTY_MNIST, "cifa
 
 def waffle_weighted_data(dataset: str, distribution: str, *, seed: int, num_agents: int = 10, root=None,
                 download: bool = False, train_set=None, test_set=None,
-                max_train_per_agent: int | None = None) -> FederatedData:
+                max_train_per_agent: int | None = None, sizes: str = "A") -> FederatedData:
     """Ten agents' data for distribution A, B, C, A* or B* (Beaussart et al. 2021, sec. 3).
 
     Both the training split and the dataset's test split are shared out with the same
@@ -276,6 +276,10 @@ def waffle_weighted_data(dataset: str, distribution: str, *, seed: int, num_agen
     set follows its own distribution. Under concept shift every agent except agent 0 relabels
     its train and test samples with its own random permutation of the classes.
     ``max_train_per_agent`` keeps a random subset of each agent's training samples.
+    ``sizes`` names a size distribution of the paper's Table 4 (``partition.SIZE_DISTRIBUTIONS``: A
+    equal, B and C unequal shares), applied to the training split only, so every agent is still
+    scored on a test set of the usual size. Under B and C, ``max_train_per_agent`` scales every agent by
+    one factor, so the agents keep their shares and the mean agent holds ``max_train_per_agent``.
     """
     option("distribution", distribution, list(partition.DISTRIBUTIONS))
     integer("seed", seed, low=0, high=2**32 - 1)
@@ -283,12 +287,21 @@ def waffle_weighted_data(dataset: str, distribution: str, *, seed: int, num_agen
     integer("max_train_per_agent", max_train_per_agent, low=1, optional=True)
     train_set = fdata.load(dataset, train=True, root=root, download=download) if train_set is None else train_set
     test_set = fdata.load(dataset, train=False, root=root, download=download) if test_set is None else test_set
+    option("sizes", sizes, list(partition.SIZE_DISTRIBUTIONS))
+    if sizes != "A" and num_agents != len(partition.SIZE_DISTRIBUTIONS[sizes]):
+        raise SettingError(f"sizes={sizes!r} is the paper's Table 4 for 10 agents; got num_agents={num_agents}")
     props = partition.DISTRIBUTIONS[distribution]
-    tr = partition.label_distribution(train_set.y, num_agents, props, seed=seed)
+    tr = partition.label_distribution(train_set.y, num_agents, props, seed=seed,
+                                      sizes=None if sizes == "A" else partition.SIZE_DISTRIBUTIONS[sizes])
     te = partition.label_distribution(test_set.y, num_agents, props, seed=(seed + 1) % 2**32)
     if max_train_per_agent is not None:
         rng = np.random.default_rng([seed, 7])
-        tr = [np.sort(rng.choice(p, size=min(len(p), max_train_per_agent), replace=False)) for p in tr]
+        if sizes == "A":
+            keep = [min(len(p), max_train_per_agent) for p in tr]
+        else:   # unequal sizes: one factor for every agent, so the shares survive and the mean agent keeps the cap
+            f = min(1.0, max_train_per_agent * num_agents / sum(len(p) for p in tr))
+            keep = [max(1, round(len(p) * f)) for p in tr]
+        tr = [np.sort(rng.choice(p, size=k, replace=False)) for p, k in zip(tr, keep)]
     n_train = len(train_set.y)
     x = torch.cat([train_set.x, test_set.x])
     y = torch.cat([train_set.y, test_set.y]).clone()

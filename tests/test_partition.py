@@ -180,3 +180,33 @@ def test_label_distribution_accepts_labels_without_the_last_classes():
     parts = P.label_distribution(y, 10, P.DISTRIBUTIONS["A"], seed=0)
     assert min(map(len, parts)) >= 1 and sum(map(len, parts)) == len(y)
     assert_disjoint(parts, len(y))
+
+
+# ---- size distributions (weighted-averaging WAFFLE, Table 4) -------------------------------------
+def test_label_distribution_sizes_iid_gives_each_client_its_share_of_every_class():
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 10, size=20_000)
+    sizes = P.SIZE_DISTRIBUTIONS["B"]
+    parts = P.label_distribution(y, 10, P.DISTRIBUTIONS["A"], seed=1, sizes=sizes)
+    assert np.array_equal(np.sort(np.concatenate(parts)), np.arange(len(y)))   # disjoint and complete
+    for c in range(10):
+        n_c = int((y == c).sum())
+        got = np.array([int((y[p] == c).sum()) for p in parts])
+        assert np.all(np.abs(got - np.array(sizes) * n_c) <= 1.0), (c, got)     # rounding of the cuts only
+
+
+def test_label_distribution_sizes_skewed_labels_double_agent_4():
+    y = np.repeat(np.arange(10), 1000)
+    parts = P.label_distribution(y, 10, P.DISTRIBUTIONS["B"], seed=0,
+                                         sizes=P.SIZE_DISTRIBUTIONS["C"])
+    n = np.array([len(p) for p in parts])
+    # agent 4 wants classes 4-7; class 4 is shared by agents 1-4 in ratio .1:.1:.1:.2 -> agent 4 gets 2/5 of it
+    assert int((y[parts[4]] == 4).sum()) == 400
+    assert n[4] > 1.6 * np.median(n) and n[5] < np.median(n)
+    assert {int(v) for v in np.unique(y[parts[4]])} == {4, 5, 6, 7}          # the labels stay those of B
+
+
+@pytest.mark.parametrize("sizes, needle", [([0.5, 0.5], "sizes"), ([0.2] * 10, "sizes"), ([-0.1, 0.3] + [0.1] * 8, "sizes")])
+def test_label_distribution_bad_sizes(sizes, needle):
+    with pytest.raises(P.SettingError, match=needle):
+        P.label_distribution(np.repeat(np.arange(10), 10), 10, P.DISTRIBUTIONS["A"], seed=0, sizes=sizes)

@@ -224,3 +224,14 @@ def test_max_train_per_agent_keeps_a_subset():
     assert [p.tolist() for p in full.test] == [p.tolist() for p in small.test]
     with pytest.raises(ValueError, match="distribution"):
         waffle_weighted_data("mnist", "D", seed=0, train_set=tr, test_set=te)
+
+
+def test_waffle_weighted_sizes_keep_shares_under_the_cap():
+    train, test = _sets(n=2000)
+    fd = waffle_weighted_data("mnist", "A", seed=0, train_set=train, test_set=test, sizes="C",
+                                        max_train_per_agent=20)
+    n = np.array([len(t) for t in fd.train])
+    assert abs(n.mean() - 20) <= 1 and n[4] == 2 * n[0] and n[5] * 2 == n[0]    # Table 4 C: .2 and .05 vs .1
+    assert len({len(t) for t in fd.test}) <= 2                                    # the test split stays equal
+    with pytest.raises(ValueError, match="sizes"):
+        waffle_weighted_data("mnist", "A", seed=0, train_set=train, test_set=test, sizes="D")
