@@ -1,0 +1,79 @@
+"""Print the weighted-averaging WAFFLE full-scale tables (results/waffle_weighted/) as markdown, for the README.
+
+    python scripts/waffle_weighted_table.py            # Table 1 and the stability study
+    python scripts/waffle_weighted_table.py --folder other/results/waffle_weighted
+
+Table 1: one row per distribution, method and client rate: Alice's best accuracy (the paper's
+metric) as mean ± sample sd over the seeds that ran, the paper's number (only beside its own rate,
+0.1), the final accuracy, and the round at which a run diverged. Stability: one row per method, rate,
+momentum and local steps per round, with best, final and the divergence round (seed 0 unless stated).
+"""
+from __future__ import annotations
+
+import argparse
+
+import pandas as pd
+
+from fltutor import results
+from fltutor.paper_tables import WEIGHTED_WAFFLE_TABLE1
+
+ORDER = {d: i for i, d in enumerate(["A", "B", "C", "A*", "B*"])}
+
+
+def _ms(values: pd.Series) -> str:
+    v = values.dropna()
+    if v.empty:
+        return "–"
+    return f"{v.mean():.2f}" + (f" ± {v.std(ddof=1):.2f}" if len(v) > 1 else "")
+
+
+def wide(rows: list[dict], index: list[str]) -> pd.DataFrame:
+    """One row per run (the ``index`` columns), one column per metric; a missing value stays NaN."""
+    df = pd.DataFrame(rows)
+    df["value"] = pd.to_numeric(df["value"], errors="coerce")
+    return df.groupby(index + ["metric"], dropna=False)["value"].first().unstack("metric").reset_index()
+
+
+def table1(rows: list[dict]) -> pd.DataFrame:
+    df = wide(rows, ["distribution", "method", "lr", "seed"])
+    out = []
+    for (d, m, lr), g in df.groupby(["distribution", "method", "lr"]):
+        paper = WEIGHTED_WAFFLE_TABLE1.get(d, {}).get(m) if lr == 0.1 else None
+        div = g["diverged_round"].dropna() if "diverged_round" in g else pd.Series(dtype=float)
+        out.append({"distribution": d, "method": m, "lr": lr, "seeds": len(g),
+                    "best (ours)": _ms(g["best_acc"]), "paper": "–" if paper is None else f"{paper[0]:.2f} ± {paper[1]:.2f}",
+                    "final": _ms(g["final_acc"]) if g["final_acc"].notna().any() else "–",
+                    "diverged": "–" if div.empty else f"{len(div)} of {len(g)}, round {int(div.min())}"})
+    out.sort(key=lambda r: (ORDER.get(r["distribution"], 9), r["method"], -r["lr"]))
+    return pd.DataFrame(out)
+
+
+def stability(rows: list[dict]) -> pd.DataFrame:
+    df = wide(rows, ["method", "lr", "momentum", "local_steps", "images_per_agent", "seed"])
+    df = df.sort_values(["method", "lr", "momentum", "local_steps"], ascending=[True, False, True, True])
+    return pd.DataFrame({"method": df["method"], "lr": df["lr"], "momentum": df["momentum"],
+                         "local steps K": df["local_steps"], "images per agent": df["images_per_agent"],
+                         "best": df["best_acc"].map(lambda v: "–" if pd.isna(v) else f"{v:.1f}"),
+                         "final": df["final_acc"].map(lambda v: "–" if pd.isna(v) else f"{v:.1f}"),
+                         "diverged at round": df["diverged_round"].map(lambda v: "–" if pd.isna(v) else f"{v:.0f}")})
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--folder", default=str(results.RESULTS_DIR / "waffle_weighted"))
+    folder = ap.parse_args().folder
+    found = False
+    for name, make in (("table1", table1), ("stability", stability)):
+        got = results.read_table(folder, name)
+        if got is None:
+            continue
+        found = True
+        rows, meta = got
+        print(f"\n{folder}/{name}.csv ({len(rows)} rows; {meta.get('scale')}; {meta.get('device')}):\n")
+        print(make(rows).to_markdown(index=False, disable_numparse=True))
+    if not found:
+        raise SystemExit(f"no tables in {folder} yet: run configs/04_paper.yaml or configs/04_stability.yaml")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,45 @@
+"""scripts/waffle_weighted_table.py: the README's notebook-04 tables from tidy rows, checked by hand."""
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(scope="module")
+def mod():
+    path = Path(__file__).resolve().parent.parent / "scripts" / "waffle_weighted_table.py"
+    spec = importlib.util.spec_from_file_location("waffle_weighted_table", path)
+    m = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(m)
+    return m
+
+
+def _run(d, m, lr, seed, best, final, diverged):
+    ids = {"dataset": "mnist", "distribution": d, "method": m, "lr": lr, "seed": seed}
+    return [{**ids, "metric": k, "value": v} for k, v in
+            (("best_acc", best), ("final_acc", final), ("diverged_round", diverged))]
+
+
+def test_table1_means_seeds_counts_divergence_and_shows_the_paper_only_at_its_rate(mod):
+    rows = (_run("A*", "waffle_weighted", 0.1, 0, 44.0, None, 35) + _run("A*", "waffle_weighted", 0.1, 1, 50.0, 20.0, None)
+            + _run("A*", "waffle_weighted", 0.01, 0, 90.0, 89.0, None) + _run("B", "fedavg", 0.1, 0, 98.0, 97.0, None))
+    t = mod.table1(rows)
+    assert list(t["distribution"]) == ["B", "A*", "A*"]                      # the paper's order, then rate high to low
+    hi = t[(t["distribution"] == "A*") & (t["lr"] == 0.1)].iloc[0]
+    assert hi["best (ours)"] == "47.00 ± 4.24"                                 # mean and sample sd of 44 and 50
+    assert hi["final"] == "20.00" and hi["diverged"] == "1 of 2, round 35" and hi["seeds"] == 2
+    assert hi["paper"] == "97.99 ± 0.26"
+    lo = t[(t["distribution"] == "A*") & (t["lr"] == 0.01)].iloc[0]
+    assert lo["paper"] == "–" and lo["diverged"] == "–"
+
+
+def test_stability_keeps_only_the_runs_that_exist(mod):
+    base = {"dataset": "mnist", "distribution": "C", "batch_size": 32, "rounds": 30, "seed": 0}
+    rows = []
+    for m, lr, k, n, best, fin, div in (("scaffold", 0.1, 5, 160, 28.0, None, 18), ("fedavg", 0.1, 50, 1600, 96.5, 96.5, None)):
+        ids = {**base, "method": m, "images_per_agent": n, "local_steps": k, "lr": lr, "momentum": 0.0}
+        rows += [{**ids, "metric": a, "value": v} for a, v in (("best_acc", best), ("final_acc", fin), ("diverged_round", div))]
+    t = mod.stability(rows)
+    assert len(t) == 2                                                         # no empty grid of absent combinations
+    s = t[t["method"] == "scaffold"].iloc[0]
+    assert (s["best"], s["final"], s["diverged at round"]) == ("28.0", "–", "18")
