@@ -69,7 +69,8 @@ def main() -> None:
             continue
         found = True
         rows, meta = got
-        print(f"\n{folder}/{name}.csv ({len(rows)} rows; {meta.get('scale')}; {meta.get('device')}):\n")
+        what = meta.get("scale") if name == "table1" else "seed 0 unless the table says otherwise"
+        print(f"\n{folder}/{name}.csv ({len(rows)} rows; {what}; {meta.get('device')}):\n")
         print(make(rows).to_markdown(index=False, disable_numparse=True))
     if not found:
         raise SystemExit(f"no tables in {folder} yet: run configs/04_paper.yaml or configs/04_stability.yaml")
