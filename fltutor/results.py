@@ -24,7 +24,8 @@ import numpy as np
 from . import __version__
 from .checkpoint import atomic_write_json
 
-__all__ = ["provenance", "write_table", "merge_rows", "read_table", "summarize", "RESULTS_DIR", "selfcheck_enabled", "table_from_cli",
+__all__ = ["provenance", "write_table", "merge_rows", "read_table", "summarize", "paired_difference", "RESULTS_DIR",
+           "selfcheck_enabled", "folder_from_cli", "table_from_cli",
            "check_notebook_results"]
 
 RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
@@ -168,13 +169,41 @@ def summarize(rows: Sequence[dict], by: Sequence[str], metric: str | None = None
     return out
 
 
-def table_from_cli(description: str, paper: str, name: str, missing_hint: str) -> tuple[list[dict], dict]:
-    """What a scripts/*_table.py does first: take ``--folder`` (default results/<paper>) and read table ``name``,
-    or exit with a message that says which config writes it."""
+def paired_difference(rows: Sequence[dict], by: Sequence[str], column: str, first, second,
+                      metric: str) -> dict[tuple, dict]:
+    """Mean, sample sd and count of ``first`` minus ``second`` (two values of ``column``, say two methods),
+    seed by seed, per group of ``by``: the spread of a lead, not of two separate means.
+
+    Only seeds where both have a value count; ``missing`` counts the seeds where either one is absent
+    or diverged (no value), so a lead is never computed over a survivor's seeds alone unnoticed."""
+    vals: dict[tuple, dict] = {}
+    for r in rows:
+        if r["metric"] != metric or r[column] not in (first, second):
+            continue
+        v = r["value"]
+        v = float(v) if v is not None and not isinstance(v, str) else None
+        vals.setdefault(tuple(r[k] for k in by), {}).setdefault(r["seed"], {})[r[column]] = v
+    out = {}
+    for key, seeds in vals.items():
+        d = [s[first] - s[second] for s in seeds.values() if s.get(first) is not None and s.get(second) is not None]
+        a = np.asarray(d, dtype=float)
+        out[key] = {"mean": float(a.mean()) if len(a) else None, "sd": float(a.std(ddof=1)) if len(a) > 1 else None,
+                    "n": len(a), "missing": len(seeds) - len(a)}
+    return out
+
+
+def folder_from_cli(description: str, paper: str) -> Path:
+    """The ``--folder`` a scripts/*_table.py was given (default results/<paper>)."""
     import argparse
     ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--folder", default=str(RESULTS_DIR / paper))
-    folder = ap.parse_args().folder
+    return Path(ap.parse_args().folder)
+
+
+def table_from_cli(description: str, paper: str, name: str, missing_hint: str) -> tuple[list[dict], dict]:
+    """What a scripts/*_table.py does first: take ``--folder`` (default results/<paper>) and read table ``name``,
+    or exit with a message that says which config writes it."""
+    folder = folder_from_cli(description, paper)
     got = read_table(folder, name)
     if got is None:
         raise SystemExit(f"no {folder}/{name}.csv yet: {missing_hint}")

@@ -3,7 +3,8 @@
     python scripts/waffle_ibp_table.py
 
 Table 2: mean local test accuracy, unimodal and multimodal; Table 1: the multimodal split's majority,
-minority, gap and variance. Each cell is the mean ± sample sd over seeds, the paper's value, and whether
+minority, gap and variance; and, once configs/02_heterogeneity.yaml has written heterogeneity.csv, Fig. 7:
+WAFFLe's lead over FedAvg (unimodal) against Z, the classes per client (Z = 2 is Table 2's column). Each cell is the mean ± sample sd over seeds, the paper's value, and whether
 the difference is beyond the spread (|ours - paper| > our sd + the paper's sd where it gives one). A cell
 where a seed diverged says so instead of averaging the rest. Rows are told apart by method, variant
 (FedProx's mu, WAFFLe's selection rule) and the minority's classes; the paper's number is shown for
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 from fltutor import results
 from fltutor.partition import MULTIMODAL_PRESETS
-from fltutor.paper_tables import WAFFLE_IBP_TABLE1, WAFFLE_IBP_TABLE2, WAFFLE_IBP_TABLE2_SPREAD
+from fltutor.paper_tables import WAFFLE_IBP_FIG7_GAP, WAFFLE_IBP_TABLE1, WAFFLE_IBP_TABLE2, WAFFLE_IBP_TABLE2_SPREAD
 
 BY = ["dataset", "method", "variant", "minority_classes"]
 
@@ -80,6 +81,48 @@ def main() -> None:
         print(f"| {k['dataset']} | {label(k)} | {n} | {cells[0]} | {cells[1]} | {beyond(st['minority'], pap['minority'], None)} | "
               f"{fmt(st['gap'])} / {pap['gap'] if pap['gap'] is not None else '—'} | "
               f"{fmt(st['variance'])} / {pap['variance'] if pap['variance'] is not None else '—'} |")
+
+    got = results.read_table(results.folder_from_cli(__doc__.splitlines()[0], "waffle_ibp"), "heterogeneity")
+    if got is not None:
+        print_by_z(rows, *got)
+
+
+def by_z(z_rows: list[dict], table12_rows: list[dict]) -> list[dict]:
+    """Per (dataset, Z): FedAvg's and WAFFLe's unimodal local accuracy and WAFFLe's lead, seed by seed.
+
+    Z = 2 comes from Table 2's unimodal rows, with the WAFFLe variant the Z runs used (so one setting of
+    the open choices throughout); Z = 3, 4 from heterogeneity.csv (its shards_per_client column)."""
+    variants = {r["variant"] for r in z_rows if r["method"] == "waffle_ibp"}
+    keep = lambda r: r["mode"] == "unimodal" and (r["method"] == "fedavg" or  # noqa: E731
+                                                  (r["method"] == "waffle_ibp" and r["variant"] in variants))
+    both = [{**r, "Z": 2} for r in table12_rows if keep(r) and r["dataset"] in {z["dataset"] for z in z_rows}]
+    both += [{**r, "Z": int(r["shards_per_client"])} for r in z_rows if keep(r)]
+    acc = results.summarize(both, ["dataset", "Z", "method"], "local_acc")
+    lead = results.paired_difference(both, ["dataset", "Z"], "method", "waffle_ibp", "fedavg", "local_acc")
+    out = []
+    for (ds, z), st in sorted(lead.items(), key=str):
+        p = WAFFLE_IBP_TABLE2.get(ds, {})
+        paper = (p["waffle_ibp"][0] - p["fedavg"][0]) if z == 2 and p else None
+        out.append({"dataset": ds, "Z": z, "fedavg": acc.get((ds, z, "fedavg")), "waffle_ibp": acc.get((ds, z, "waffle_ibp")),
+                    "lead": st, "paper_lead": paper, "paper_lead_cifar10": WAFFLE_IBP_FIG7_GAP.get(z)})
+    return out
+
+
+def print_by_z(table12_rows: list[dict], z_rows: list[dict], meta: dict) -> None:
+    for part in meta.get("parts", [meta]):
+        print(f"<!-- {part.get('command')} | {part.get('scale', '')} | {part.get('device')} | {part.get('date')} | "
+              f"commit {str(part.get('commit'))[:10]} | {part.get('wall_s')} s -->")
+    print("\n**Fig. 7** (unimodal, Z classes per client; local test accuracy, %): WAFFLe's lead over FedAvg, "
+          "seed by seed\n")
+    print("| dataset | Z | seeds | FedAvg | WAFFLe | WAFFLe − FedAvg | paper, same dataset | paper, CIFAR-10 |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in by_z(z_rows, table12_rows):
+        lead = r["lead"]
+        lead_s = fmt(lead) if not lead.get("missing") else f"{fmt({**lead, 'missing': 0})} ({lead['missing']} seed(s) lost)"
+        paper = "—" if r["paper_lead"] is None else f"{r['paper_lead']:+.2f}"
+        cifar = "—" if r["paper_lead_cifar10"] is None else f"{r['paper_lead_cifar10']:+.2f}"
+        print(f"| {r['dataset']} | {r['Z']} | {lead['n']} | {fmt(r['fedavg'])} | {fmt(r['waffle_ibp'])} | "
+              f"{lead_s} | {paper} | {cifar} |")
 
 
 if __name__ == "__main__":
