@@ -27,6 +27,12 @@ def fmt(st: dict | None) -> str:
     return "—" if st["mean"] is None else f"{st['mean']:.2f}" + ("" if st["sd"] is None else f" ± {st['sd']:.2f}")
 
 
+def fmt_lead(st: dict) -> str:
+    """A signed lead, mean ± sd over the seeds where both runs have a value, and how many seeds were lost."""
+    out = "—" if st["mean"] is None else f"{st['mean']:+.2f}" + ("" if st["sd"] is None else f" ± {st['sd']:.2f}")
+    return out + (f" ({st['missing']} seed(s) lost)" if st.get("missing") else "")
+
+
 def beyond(st: dict | None, paper, paper_sd) -> str:
     if st is None or paper is None or st["mean"] is None or st.get("missing"):
         return "—"
@@ -118,7 +124,7 @@ def print_by_z(table12_rows: list[dict], z_rows: list[dict], meta: dict) -> None
     print("|---|---|---|---|---|---|---|---|")
     for r in by_z(z_rows, table12_rows):
         lead = r["lead"]
-        lead_s = fmt(lead) if not lead.get("missing") else f"{fmt({**lead, 'missing': 0})} ({lead['missing']} seed(s) lost)"
+        lead_s = fmt_lead(lead)
         paper = "—" if r["paper_lead"] is None else f"{r['paper_lead']:+.2f}"
         cifar = "—" if r["paper_lead_cifar10"] is None else f"{r['paper_lead_cifar10']:+.2f}"
         print(f"| {r['dataset']} | {r['Z']} | {lead['n']} | {fmt(r['fedavg'])} | {fmt(r['waffle_ibp'])} | "

@@ -141,7 +141,7 @@ def test_waffle_ibp_table_script_prints_fig7_lead_by_z(tmp_path, capsys, monkeyp
     run_script(monkeypatch, "waffle_ibp_table", tmp_path)
     out = capsys.readouterr().out
     # Z = 2: leads 3.0 and 1.5 (mean 2.25, sd 1.06); the paper's Table 2 MNIST unimodal lead 96.23 - 94.46 = 1.77
-    assert "| mnist | 2 | 2 | 94.50 ± 0.71 | 96.75 ± 0.35 | 2.25 ± 1.06 | +1.77 | — |" in out
+    assert "| mnist | 2 | 2 | 94.50 ± 0.71 | 96.75 ± 0.35 | +2.25 ± 1.06 | +1.77 | — |" in out
     # Z = 3: leads 1 and 2 (1.50 ± 0.71); the paper's only Z = 3 number is CIFAR-10's +7.20
-    assert "| mnist | 3 | 2 | 96.50 ± 0.71 | 98.00 ± 1.41 | 1.50 ± 0.71 | — | +7.20 |" in out
+    assert "| mnist | 3 | 2 | 96.50 ± 0.71 | 98.00 ± 1.41 | +1.50 ± 0.71 | — | +7.20 |" in out
     assert "<!-- z3 |" in out
