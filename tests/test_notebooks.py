@@ -50,6 +50,18 @@ def test_every_notebook_has_a_parameters_cell():
         assert tagged == [2], f"{nb.name}: the third cell must be the only one tagged 'parameters'"
 
 
+def test_every_notebook_is_valid_nbformat_with_unique_cell_ids():
+    """nbformat 4.5 wants an id on every cell (a cell added by hand without one only warns today)."""
+    import nbformat
+    for nb in NOTEBOOKS:
+        doc = json.loads(nb.read_text())
+        ids = [c.get("id") for c in doc["cells"]]
+        missing = [i for i, x in enumerate(ids) if not x]
+        assert not missing, f"{nb.name}: cells {missing} have no id"
+        assert len(set(ids)) == len(ids), f"{nb.name}: cell ids repeat"
+        nbformat.validate(nbformat.reads(nb.read_text(), as_version=4))
+
+
 @pytest.fixture(scope="module")
 def cli_run(tmp_path_factory):
     """Notebook 00 through the CLI, the sweep path: parameters injected, started from another directory."""
