@@ -3,9 +3,9 @@
     python scripts/waffle_ibp_table.py
 
 Table 2: mean local test accuracy, unimodal and multimodal; Table 1: the multimodal split's majority,
-minority, gap and variance; and, once configs/02_heterogeneity.yaml has written heterogeneity.csv, Fig. 7:
-WAFFLe's lead over FedAvg (unimodal) against Z, the classes per client (Z = 2 is Table 2's column). Each cell is the mean ± sample sd over seeds, the paper's value, and whether
-the difference is beyond the spread (|ours - paper| > our sd + the paper's sd where it gives one). A cell
+minority, gap and variance; and, once configs/02_heterogeneity.yaml has written heterogeneity.csv,
+Fig. 7: WAFFLe's lead over FedAvg (unimodal) against Z, the classes per client (Z = 2 is Table 2's
+column). Each cell is the mean ± sample sd over seeds, the paper's value, and whether the difference is beyond the spread (|ours - paper| > our sd + the paper's sd where it gives one). A cell
 where a seed diverged says so instead of averaging the rest. Rows are told apart by method, variant
 (FedProx's mu, WAFFLe's selection rule) and the minority's classes; the paper's number is shown for
 every row of its method, so two readings of an open choice can be held against it.
@@ -19,18 +19,28 @@ from fltutor.paper_tables import WAFFLE_IBP_FIG7_GAP, WAFFLE_IBP_TABLE1, WAFFLE_
 BY = ["dataset", "method", "variant", "minority_classes"]
 
 
+def _mean_sd(st: dict, sign: str = "") -> str:
+    return "—" if st["mean"] is None else f"{st['mean']:{sign}.2f}" + ("" if st["sd"] is None else f" ± {st['sd']:.2f}")
+
+
 def fmt(st: dict | None) -> str:
     if st is None:
         return "—"
     if st.get("missing"):
         return f"diverged in {st['missing']} of {st['missing'] + st['n']}"
-    return "—" if st["mean"] is None else f"{st['mean']:.2f}" + ("" if st["sd"] is None else f" ± {st['sd']:.2f}")
+    return _mean_sd(st)
 
 
 def fmt_lead(st: dict) -> str:
     """A signed lead, mean ± sd over the seeds where both runs have a value, and how many seeds were lost."""
-    out = "—" if st["mean"] is None else f"{st['mean']:+.2f}" + ("" if st["sd"] is None else f" ± {st['sd']:.2f}")
-    return out + (f" ({st['missing']} seed(s) lost)" if st.get("missing") else "")
+    return _mean_sd(st, "+") + (f" ({st['missing']} seed(s) lost)" if st.get("missing") else "")
+
+
+def print_provenance(meta: dict) -> None:
+    """One HTML comment per command that wrote the table (the README keeps them beside the table)."""
+    for part in meta.get("parts", [meta]):
+        print(f"<!-- {part.get('command')} | {part.get('scale', '')} | {part.get('device')} | {part.get('date')} | "
+              f"commit {str(part.get('commit'))[:10]} | {part.get('wall_s')} s -->")
 
 
 def beyond(st: dict | None, paper, paper_sd) -> str:
@@ -53,9 +63,7 @@ def main() -> None:
     rows, meta = results.table_from_cli(__doc__.splitlines()[0], "waffle_ibp", "tables1_2",
                                         "run configs/02_mnist_cpu.yaml or configs/02_paper.yaml")
     rows = [{k: ("" if v is None and k in BY else v) for k, v in r.items()} for r in rows]   # CSV reads "" as None
-    for part in meta.get("parts", [meta]):
-        print(f"<!-- {part.get('command')} | {part.get('scale', '')} | {part.get('device')} | {part.get('date')} | "
-              f"commit {str(part.get('commit'))[:10]} | {part.get('wall_s')} s -->")
+    print_provenance(meta)
     uni = results.summarize([r for r in rows if r["mode"] == "unimodal"], BY, "local_acc")
     multi = {m: results.summarize([r for r in rows if r["mode"] == "multimodal"], BY, m)
              for m in ("local_acc", "majority", "minority", "gap", "variance")}
@@ -115,20 +123,16 @@ def by_z(z_rows: list[dict], table12_rows: list[dict]) -> list[dict]:
 
 
 def print_by_z(table12_rows: list[dict], z_rows: list[dict], meta: dict) -> None:
-    for part in meta.get("parts", [meta]):
-        print(f"<!-- {part.get('command')} | {part.get('scale', '')} | {part.get('device')} | {part.get('date')} | "
-              f"commit {str(part.get('commit'))[:10]} | {part.get('wall_s')} s -->")
+    print_provenance(meta)
     print("\n**Fig. 7** (unimodal, Z classes per client; local test accuracy, %): WAFFLe's lead over FedAvg, "
           "seed by seed\n")
     print("| dataset | Z | seeds | FedAvg | WAFFLe | WAFFLe − FedAvg | paper, same dataset | paper, CIFAR-10 |")
     print("|---|---|---|---|---|---|---|---|")
     for r in by_z(z_rows, table12_rows):
-        lead = r["lead"]
-        lead_s = fmt_lead(lead)
         paper = "—" if r["paper_lead"] is None else f"{r['paper_lead']:+.2f}"
         cifar = "—" if r["paper_lead_cifar10"] is None else f"{r['paper_lead_cifar10']:+.2f}"
-        print(f"| {r['dataset']} | {r['Z']} | {lead['n']} | {fmt(r['fedavg'])} | {fmt(r['waffle_ibp'])} | "
-              f"{lead_s} | {paper} | {cifar} |")
+        print(f"| {r['dataset']} | {r['Z']} | {r['lead']['n']} | {fmt(r['fedavg'])} | {fmt(r['waffle_ibp'])} | "
+              f"{fmt_lead(r['lead'])} | {paper} | {cifar} |")
 
 
 if __name__ == "__main__":

@@ -128,9 +128,8 @@ def test_waffle_ibp_table_script_prints_fig7_lead_by_z(tmp_path, capsys, monkeyp
     ada = "adam 0.1, KL 0.1, alpha/F 0.8, T 0.667"
 
     def row(method, seed, value, variant="", z=None):
-        r = {"dataset": "mnist", "mode": "unimodal", "method": method, "variant": variant, "minority_classes": "",
-             **({} if z is None else {"shards_per_client": z}), "seed": seed, "metric": "local_acc", "value": value}
-        return r
+        return {"dataset": "mnist", "mode": "unimodal", "method": method, "variant": variant, "minority_classes": "",
+                **({} if z is None else {"shards_per_client": z}), "seed": seed, "metric": "local_acc", "value": value}
     t12 = [row("fedavg", s, v) for s, v in ((0, 94.0), (1, 95.0))]
     t12 += [row("waffle_ibp", s, v, ada) for s, v in ((0, 97.0), (1, 96.5))]
     t12 += [row("waffle_ibp", s, 50.0, "sgd shared lr, KL 1") for s in (0, 1)]   # another variant: not this figure's
