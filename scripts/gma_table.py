@@ -1,16 +1,18 @@
-"""Print GMA's learning-rate grid (results/gma/table10.csv) as markdown, for the README.
+"""Print GMA's learning-rate grid (results/gma/table10.csv) and Tables 2-3 (tables2_3.csv) as markdown, for the README.
 
-    python scripts/gma_table.py
+    python scripts/gma_table.py [--folder results/gma]
 
-One row per (server rate, client rate): AVG and GMA as mean ± sample sd over seeds of the best test
-accuracy over the rounds (and the last-10 mean), GMA − AVG, whether that is beyond the two spreads
+Table 10: one row per (server rate, client rate): AVG and GMA as mean ± sample sd over seeds of the best
+test accuracy over the rounds (and the last-10 mean), GMA − AVG, whether that is beyond the two spreads
 added, and the paper's Table 10 values; a cell where any seed diverged says so instead of averaging the
-rest. The first line says how the table was made and at what scale.
+rest. Tables 2-3: one row per (setting, algorithm, learning-rate pair): the same, with GMA − AVG taken
+seed by seed (its own mean ± sd) beside the paper's lead. Each table's first line says how it was made
+and at what scale (a table merged from several commands names each).
 """
 from __future__ import annotations
 
 from fltutor import results
-from fltutor.paper_tables import GMA_TABLE10, GMA_TABLE10_CLIENT_LRS
+from fltutor.paper_tables import GMA_TABLE, GMA_TABLE10, GMA_TABLE10_CLIENT_LRS
 
 
 def cell(stats: dict, key: tuple) -> tuple:
@@ -22,13 +24,25 @@ def show(m, sd, n, note="") -> str:
     return (note or "—") if m is None else f"{m:.2f}" + ("" if sd is None else f" ± {sd:.2f}")
 
 
-def main() -> None:
-    rows, meta = results.table_from_cli(__doc__.splitlines()[0], "gma", "table10",
-                                        "run configs/03_table10.yaml (or _reduced on a CPU)")
+def provenance(meta: dict) -> None:
+    for m in meta.get("parts") or [meta]:
+        print(f"<!-- {m.get('command')} | {m.get('scale', '')} | {m.get('device')} | {m.get('date')} | "
+              f"commit {str(m.get('commit'))[:10]} | {m.get('wall_s')} s -->")
+
+
+def with_diverged(rows: list[dict], by: list[str], metric: str) -> dict:
+    """summarize(), but a group in which any seed diverged reads 'k of n diverged' instead of a mean."""
+    st = results.summarize(rows, by, metric)
+    for k, s in st.items():
+        if s["missing"]:
+            st[k] = {"mean": None, "sd": None, "n": 0, "diverged": f"{s['missing']} of {s['n'] + s['missing']} diverged"}
+    return st
+
+
+def print_table10(rows: list[dict], meta: dict) -> None:
     by = ["aggregation", "server_lr", "lr"]
     best, last = results.summarize(rows, by, "best_global_acc"), results.summarize(rows, by, "last10_global_acc")
-    print(f"<!-- {meta.get('command')} | {meta.get('scale', '')} | {meta.get('device')} | {meta.get('date')} | "
-          f"commit {str(meta.get('commit'))[:10]} | {meta.get('wall_s')} s -->")
+    provenance(meta)
     print("| server lr | client lr | AVG best | GMA best | GMA − AVG | beyond spread? | AVG last 10 | GMA last 10 "
           "| paper AVG / GMA |")
     print("|---|---|---|---|---|---|---|---|---|")
@@ -55,6 +69,51 @@ def main() -> None:
         paper = "—" if None in p or j is None else f"{p[0][j]} / {p[1][j]}"
         print(f"| {g:g} | {l:g} | {show(ma, sa, na, da)} | {show(mg, sg, ng, dg)} | {'—' if d is None else f'{d:+.2f}'} | "
               f"{beyond} | {show(*cell(last, ('AVG', g, l)))} | {show(*cell(last, ('GMA', g, l)))} | {paper} |")
+
+
+def print_tables2_3(rows: list[dict], meta: dict) -> None:
+    # a row of the table: setting, algorithm, how the pair was chosen, and the pair itself when AVG and GMA
+    # share it ("own": each its own pick, shown in the cells)
+    for r in rows:
+        r["pair"] = "own" if r["lr_choice"] == "own" else f"{r['lr']:g} / {r['server_lr']:g}"
+    by = ["dataset", "skew", "clients", "algorithm", "lr_choice", "pair"]
+    best = with_diverged(rows, by + ["aggregation"], "best_global_acc")
+    last = with_diverged(rows, by + ["aggregation"], "last10_global_acc")
+    lead = results.paired_difference(rows, by, "aggregation", "GMA", "AVG", "best_global_acc")
+    picks = {tuple(r[k] for k in by + ["aggregation"]): f" at {r['lr']:g} / {r['server_lr']:g}" for r in rows
+             if r["lr_choice"] == "own"}
+    provenance(meta)
+    print("| setting | algorithm | lr pair (client / server) | seeds | AVG best | GMA best | GMA − AVG, seed by seed | "
+          "beyond spread? | AVG last 10 | GMA last 10 | paper AVG / GMA (GMA − AVG) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for key in sorted(lead, key=str):
+        k = dict(zip(by, key))
+        show_ = {agg: show(*cell(best, (*key, agg))) + picks.get((*key, agg), "") for agg in ("AVG", "GMA")}
+        d = lead[key]
+        gap = "—" if d["mean"] is None or d["missing"] else f"{d['mean']:+.2f}" + (
+            "" if d["sd"] is None else f" ± {d['sd']:.2f}")
+        beyond = "—" if d["mean"] is None or d["missing"] or d["sd"] is None else (
+            "yes" if abs(d["mean"]) > d["sd"] else "no")
+        p = GMA_TABLE.get((k["dataset"], k["skew"], k["clients"]), {}).get(k["algorithm"])
+        paper = "—" if p is None else f"{p[0]} / {p[1]} ({p[1] - p[0]:+.2f})"
+        pair = k["pair"] if k["lr_choice"] != "own" else "each its own pick"
+        print(f"| {k['dataset']} {k['skew']} {k['clients']} | {k['algorithm']} | {pair} ({k['lr_choice']}) | {d['n']} | "
+              f"{show_['AVG']} | {show_['GMA']} | {gap} | {beyond} | {show(*cell(last, (*key, 'AVG')))} | "
+              f"{show(*cell(last, (*key, 'GMA')))} | {paper} |")
+
+
+def main() -> None:
+    folder = results.folder_from_cli(__doc__.splitlines()[0], "gma")
+    got = {name: results.read_table(folder, name) for name in ("table10", "tables2_3")}
+    if not any(got.values()):
+        raise SystemExit(f"no {folder}/table10.csv or tables2_3.csv yet: run configs/03_table10.yaml (or _reduced on a "
+                         "CPU), configs/03_paper.yaml (or 03_table2_cpu.yaml on a CPU)")
+    if got["table10"]:
+        print("Table 10\n")
+        print_table10(*got["table10"])
+    if got["tables2_3"]:
+        print("\nTables 2-3\n")
+        print_tables2_3(*got["tables2_3"])
 
 
 if __name__ == "__main__":

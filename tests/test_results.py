@@ -84,7 +84,7 @@ def test_gma_table_script_prints_the_grid_with_spread_and_the_papers_values(tmp_
     results.write_table(tmp_path, "table10", rows, results.provenance(command="test", scale="reduced scale: test"))
     run_script(monkeypatch, "gma_table", tmp_path)
     out = capsys.readouterr().out
-    assert "reduced scale: test" in out.splitlines()[0]
+    assert "reduced scale: test" in next(line for line in out.splitlines() if line.startswith("<!--"))
     # means 51 and 60.5, sds 1.41 and 0.71: the lead of 9.5 is beyond 2.12; the paper's cell is 82.42 / 86.9
     assert "| 2 | 0.01 | 51.00 ± 1.41 | 60.50 ± 0.71 | +9.50 | yes | — | — | 82.42 / 86.9 |" in out
 
@@ -144,3 +144,26 @@ def test_waffle_ibp_table_script_prints_fig7_lead_by_z(tmp_path, capsys, monkeyp
     # Z = 3: leads 1 and 2 (1.50 ± 0.71); the paper's only Z = 3 number is CIFAR-10's +7.20
     assert "| mnist | 3 | 2 | 96.50 ± 0.71 | 98.00 ± 1.41 | +1.50 ± 0.71 | — | +7.20 |" in out
     assert "<!-- z3 |" in out
+
+
+def test_gma_table_script_prints_tables2_3_with_the_lead_seed_by_seed(tmp_path, capsys, monkeypatch):
+    def row(agg, seed, metric, value, lr=0.05, server_lr=1.0, choice="fixed"):
+        return {"dataset": "mnist", "skew": "label", "clients": 500, "algorithm": "fedavg", "aggregation": agg,
+                "lr_choice": choice, "lr": lr, "server_lr": server_lr, "seed": seed, "rounds": 200, "metric": metric,
+                "value": value}
+    rows = [row(agg, s, "best_global_acc", v) for agg, vals in (("AVG", (97.0, 95.0, 96.0)), ("GMA", (97.5, 96.0, 96.0)))
+            for s, v in enumerate(vals)]
+    rows += [row(agg, s, "last10_global_acc", v - 1) for agg, vals in (("AVG", (97.0, 95.0, 96.0)),) for s, v in enumerate(vals)]
+    # the same setting at another shared pair: its own row, never pooled with the first; a GMA seed diverged there
+    rows += [row("AVG", s, "best_global_acc", 90.0 + s, server_lr=2.0) for s in range(2)]
+    rows += [row("GMA", 0, "best_global_acc", 93.0, server_lr=2.0), row("GMA", 1, "best_global_acc", None, server_lr=2.0),
+             row("GMA", 1, "diverged_round", 12, server_lr=2.0)]
+    results.write_table(tmp_path, "tables2_3", rows, results.provenance(command="test", scale="full data: test"))
+    run_script(monkeypatch, "gma_table", tmp_path)
+    out = capsys.readouterr().out
+    assert "Table 10" not in out and "full data: test" in out
+    # by hand: AVG 96 ± 1, GMA 96.5 ± 0.866; leads 0.5, 1, 0: mean 0.5, sd 0.5 (not beyond: |0.5| is not > 0.5);
+    # AVG last-10 95 ± 1; the paper's MNIST-500 FedAvg is 96.24 / 97.36
+    assert ("| mnist label 500 | fedavg | 0.05 / 1 (fixed) | 3 | 96.00 ± 1.00 | 96.50 ± 0.87 | +0.50 ± 0.50 | no | "
+            "95.00 ± 1.00 | — | 96.24 / 97.36 (+1.12) |") in out
+    assert "| mnist label 500 | fedavg | 0.05 / 2 (fixed) | 1 | 90.50 ± 0.71 | 1 of 2 diverged | — | — |" in out
