@@ -24,7 +24,7 @@ import numpy as np
 from . import __version__
 from .checkpoint import atomic_write_json
 
-__all__ = ["provenance", "write_table", "merge_rows", "read_table", "summarize", "paired_difference", "RESULTS_DIR",
+__all__ = ["provenance", "write_table", "merge_rows", "read_table", "summarize", "paired_difference", "provenance_comments", "RESULTS_DIR",
            "selfcheck_enabled", "folder_from_cli", "table_from_cli",
            "check_notebook_results"]
 
@@ -190,6 +190,13 @@ def paired_difference(rows: Sequence[dict], by: Sequence[str], column: str, firs
         out[key] = {"mean": float(a.mean()) if len(a) else None, "sd": float(a.std(ddof=1)) if len(a) > 1 else None,
                     "n": len(a), "missing": len(seeds) - len(a)}
     return out
+
+
+def provenance_comments(meta: dict) -> list[str]:
+    """One markdown comment per command that wrote a table (each of ``parts`` when several did): what the
+    README keeps beside a table so a reader sees how, where, when and at what scale it was made."""
+    return [f"<!-- {m.get('command')} | {m.get('scale', '')} | {m.get('device')} | {m.get('date')} | "
+            f"commit {str(m.get('commit'))[:10]} | {m.get('wall_s')} s -->" for m in meta.get("parts") or [meta]]
 
 
 def folder_from_cli(description: str, paper: str) -> Path:

@@ -24,12 +24,6 @@ def show(m, sd, n, note="") -> str:
     return (note or "—") if m is None else f"{m:.2f}" + ("" if sd is None else f" ± {sd:.2f}")
 
 
-def provenance(meta: dict) -> None:
-    for m in meta.get("parts") or [meta]:
-        print(f"<!-- {m.get('command')} | {m.get('scale', '')} | {m.get('device')} | {m.get('date')} | "
-              f"commit {str(m.get('commit'))[:10]} | {m.get('wall_s')} s -->")
-
-
 def with_diverged(rows: list[dict], by: list[str], metric: str) -> dict:
     """summarize(), but a group in which any seed diverged reads 'k of n diverged' instead of a mean."""
     st = results.summarize(rows, by, metric)
@@ -42,7 +36,7 @@ def with_diverged(rows: list[dict], by: list[str], metric: str) -> dict:
 def print_table10(rows: list[dict], meta: dict) -> None:
     by = ["aggregation", "server_lr", "lr"]
     best, last = results.summarize(rows, by, "best_global_acc"), results.summarize(rows, by, "last10_global_acc")
-    provenance(meta)
+    print(*results.provenance_comments(meta), sep="\n")
     print("| server lr | client lr | AVG best | GMA best | GMA − AVG | beyond spread? | AVG last 10 | GMA last 10 "
           "| paper AVG / GMA |")
     print("|---|---|---|---|---|---|---|---|---|")
@@ -82,7 +76,7 @@ def print_tables2_3(rows: list[dict], meta: dict) -> None:
     lead = results.paired_difference(rows, by, "aggregation", "GMA", "AVG", "best_global_acc")
     picks = {tuple(r[k] for k in by + ["aggregation"]): f" at {r['lr']:g} / {r['server_lr']:g}" for r in rows
              if r["lr_choice"] == "own"}
-    provenance(meta)
+    print(*results.provenance_comments(meta), sep="\n")
     print("| setting | algorithm | lr pair (client / server) | seeds | AVG best | GMA best | GMA − AVG, seed by seed | "
           "beyond spread? | AVG last 10 | GMA last 10 | paper AVG / GMA (GMA − AVG) |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")

@@ -36,13 +36,6 @@ def fmt_lead(st: dict) -> str:
     return _mean_sd(st, "+") + (f" ({st['missing']} seed(s) lost)" if st.get("missing") else "")
 
 
-def print_provenance(meta: dict) -> None:
-    """One HTML comment per command that wrote the table (the README keeps them beside the table)."""
-    for part in meta.get("parts", [meta]):
-        print(f"<!-- {part.get('command')} | {part.get('scale', '')} | {part.get('device')} | {part.get('date')} | "
-              f"commit {str(part.get('commit'))[:10]} | {part.get('wall_s')} s -->")
-
-
 def beyond(st: dict | None, paper, paper_sd) -> str:
     if st is None or paper is None or st["mean"] is None or st.get("missing"):
         return "—"
@@ -63,7 +56,7 @@ def main() -> None:
     rows, meta = results.table_from_cli(__doc__.splitlines()[0], "waffle_ibp", "tables1_2",
                                         "run configs/02_mnist_cpu.yaml or configs/02_paper.yaml")
     rows = [{k: ("" if v is None and k in BY else v) for k, v in r.items()} for r in rows]   # CSV reads "" as None
-    print_provenance(meta)
+    print(*results.provenance_comments(meta), sep="\n")
     uni = results.summarize([r for r in rows if r["mode"] == "unimodal"], BY, "local_acc")
     multi = {m: results.summarize([r for r in rows if r["mode"] == "multimodal"], BY, m)
              for m in ("local_acc", "majority", "minority", "gap", "variance")}
@@ -123,7 +116,7 @@ def by_z(z_rows: list[dict], table12_rows: list[dict]) -> list[dict]:
 
 
 def print_by_z(table12_rows: list[dict], z_rows: list[dict], meta: dict) -> None:
-    print_provenance(meta)
+    print(*results.provenance_comments(meta), sep="\n")
     print("\n**Fig. 7** (unimodal, Z classes per client; local test accuracy, %): WAFFLe's lead over FedAvg, "
           "seed by seed\n")
     print("| dataset | Z | seeds | FedAvg | WAFFLe | WAFFLe − FedAvg | paper, same dataset | paper, CIFAR-10 |")

@@ -167,3 +167,14 @@ def test_gma_table_script_prints_tables2_3_with_the_lead_seed_by_seed(tmp_path, 
     assert ("| mnist label 500 | fedavg | 0.05 / 1 (fixed) | 3 | 96.00 ± 1.00 | 96.50 ± 0.87 | +0.50 ± 0.50 | no | "
             "95.00 ± 1.00 | — | 96.24 / 97.36 (+1.12) |") in out
     assert "| mnist label 500 | fedavg | 0.05 / 2 (fixed) | 1 | 90.50 ± 0.71 | 1 of 2 diverged | — | — |" in out
+
+
+def test_provenance_comments_name_every_command_of_a_merged_table(tmp_path):
+    one = results.provenance(command="run A", wall_s=1.0, scale="full scale")
+    results.write_table(tmp_path, "t", [{"seed": 0, "metric": "m", "value": 1.0}], one, merge=True)
+    two = results.provenance(command="run B", wall_s=2.0, scale="quick run")
+    results.write_table(tmp_path, "t", [{"seed": 1, "metric": "m", "value": 2.0}], two, merge=True)
+    lines = results.provenance_comments(results.read_table(tmp_path, "t")[1])
+    assert len(lines) == 2 and all(line.startswith("<!-- ") and line.endswith(" -->") for line in lines)
+    assert "run A | full scale |" in lines[0] and "| 1.0 s" in lines[0] and "run B | quick run |" in lines[1]
+    assert results.provenance_comments({"command": "x"})[0].startswith("<!-- x |")   # a table without parts
