@@ -143,3 +143,15 @@ def test_the_page_check_sees_a_traceback_and_a_figure_left_as_text(tmp_path):
     nbformat.write(nb, path)
     problems = page_problems(rendered_dom(write_html(path)))
     assert problems == ["a cell shows a traceback", "a figure is text, not an image"]
+
+
+def test_notebook_03_refuses_a_run_with_nothing_in_it_before_training(tmp_path):
+    """settings=[] with grid_seeds=[] would skip every table and fail late: the derived-settings cell says so first."""
+    env = {**os.environ, "FLTUTOR_DATA": "bundled",
+           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "-m", "fltutor", "run", "03", "-p", "settings", "[]", "-p", "grid_seeds", "[]",
+                           "--out", str(tmp_path / "out"), "-p", "run_root", str(tmp_path / "root"), "--no-progress"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    text = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "settings=[] and grid_seeds=[]: nothing to run" in text, text[-3000:]
+    assert not (tmp_path / "root").exists(), "it trained something before refusing"
