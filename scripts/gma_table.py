@@ -35,23 +35,11 @@ def with_diverged(rows: list[dict], by: list[str], metric: str) -> dict:
 
 def print_table10(rows: list[dict], meta: dict) -> None:
     by = ["aggregation", "server_lr", "lr"]
-    best, last = results.summarize(rows, by, "best_global_acc"), results.summarize(rows, by, "last10_global_acc")
+    best, last = with_diverged(rows, by, "best_global_acc"), with_diverged(rows, by, "last10_global_acc")
     print(*results.provenance_comments(meta), sep="\n")
     print("| server lr | client lr | AVG best | GMA best | GMA − AVG | beyond spread? | AVG last 10 | GMA last 10 "
           "| paper AVG / GMA |")
     print("|---|---|---|---|---|---|---|---|---|")
-    runs = {}   # (aggregation, server_lr, lr) -> (runs, of which diverged): a cell with a diverged seed has no mean
-    for r in rows:
-        if r["metric"] == "best_global_acc":
-            k = (r["aggregation"], r["server_lr"], r["lr"])
-            runs[k] = (runs.get(k, (0, 0))[0] + 1, runs.get(k, (0, 0))[1])
-    for r in rows:
-        if r["metric"] == "diverged_round":
-            k = (r["aggregation"], r["server_lr"], r["lr"])
-            runs[k] = (runs[k][0], runs[k][1] + 1)
-    for k, (n, bad) in runs.items():
-        if bad:
-            best[k] = last[k] = {"mean": None, "sd": None, "n": 0, "diverged": f"{bad} of {n} diverged"}
     pairs = sorted({(r["server_lr"], r["lr"]) for r in rows})
     for g, l in pairs:
         (ma, sa, na, da), (mg, sg, ng, dg) = cell(best, ("AVG", g, l)), cell(best, ("GMA", g, l))
