@@ -1,0 +1,35 @@
+"""scripts/gma_mask_probe.py: the per-round mask statistics, checked against a hand computation."""
+import importlib.util
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+
+def _probe_module():
+    spec = importlib.util.spec_from_file_location("gma_mask_probe", Path(__file__).parents[1] / "scripts" / "gma_mask_probe.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_mask_stats_by_hand():
+    # 4 clients, 4 coordinates. Signs per coordinate: ++++ (A = 1), +--+ (A = 0), ++-- (A = 0), -+++ (A = 0.5)
+    ups = torch.tensor([[1., 1., 1., -2.], [1., -1., 2., 2.], [1., -1., -3., 1.], [1., 1., -1., 1.]])
+    sizes = torch.tensor([1., 1., 2., 4.])
+    s = _probe_module().mask_stats(ups, sizes, tau=0.4)
+    # size-weighted mean update: (1, 2/8, -7/8, 6/8); the mask at tau 0.4 is (1, 0, 0, 1)
+    delta_sq = 1 + (2 / 8) ** 2 + (7 / 8) ** 2 + (6 / 8) ** 2
+    masked_sq = 1 + (6 / 8) ** 2
+    assert s["below_tau"] == pytest.approx(0.5)
+    assert s["zero_agreement"] == pytest.approx(0.5)
+    assert s["mask_mean"] == pytest.approx(0.5)
+    assert s["step_ratio"] == pytest.approx(math.sqrt(masked_sq / delta_sq))
+
+
+def test_mask_stats_unanimous_clients_pass_everything():
+    ups = torch.randn(1, 50).repeat(6, 1) * torch.tensor([1., 2., 3., 4., 5., 6.])[:, None]   # same signs everywhere
+    s = _probe_module().mask_stats(ups, torch.ones(6), tau=0.4)
+    assert (s["below_tau"], s["zero_agreement"], s["mask_mean"]) == (0.0, 0.0, 1.0)
+    assert s["step_ratio"] == pytest.approx(1.0)
