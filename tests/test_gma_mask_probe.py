@@ -33,3 +33,24 @@ def test_mask_stats_unanimous_clients_pass_everything():
     s = _probe_module().mask_stats(ups, torch.ones(6), tau=0.4)
     assert (s["below_tau"], s["zero_agreement"], s["mask_mean"]) == (0.0, 0.0, 1.0)
     assert s["step_ratio"] == pytest.approx(1.0)
+
+
+def test_cumulative_stats_by_hand():
+    c = _probe_module().cumulative_stats(torch.tensor([3., 4.]), torch.tensor([3., 0.]))
+    assert c["cum_ratio"] == pytest.approx(3 / 5)
+    assert c["cum_cos"] == pytest.approx(9 / 15)
+
+
+def test_a_drift_the_clients_disagree_on_is_damped_more_over_rounds_than_in_any_round():
+    # every round: coordinate 0 gets a large update whose sign the clients share, coordinate 1 a small
+    # one they split on (mask 0), but whose mean is the same every round; coordinate 0's sign alternates
+    mod = _probe_module()
+    sum_d = sum_s = 0
+    for t in range(10):
+        s0 = 1.0 if t % 2 == 0 else -1.0
+        ups = torch.tensor([[10 * s0, 1.0], [10 * s0, -0.5], [10 * s0, 1.0], [10 * s0, -0.5]])
+        d, s = mod.masked_step(ups, torch.ones(4), 0.4)
+        sum_d, sum_s = sum_d + d, sum_s + s
+        assert mod.mask_stats(ups, torch.ones(4), 0.4)["step_ratio"] > 0.99
+    assert float(sum_d[1]) == pytest.approx(2.5)        # the drift AVG keeps: 0.25 a round
+    assert mod.cumulative_stats(sum_d, sum_s)["cum_ratio"] == pytest.approx(0.0)
