@@ -1,4 +1,4 @@
-"""Print GMA's learning-rate grid (results/gma/table10.csv) and Tables 2-3 (tables2_3.csv) as markdown, for the README.
+"""Print GMA's learning-rate grid (results/gma/table10.csv), Tables 2-3 (tables2_3.csv) and the mask probe (mask_probe.csv) as markdown, for the README.
 
     python scripts/gma_table.py [--folder results/gma]
 
@@ -6,12 +6,15 @@ Table 10: one row per (server rate, client rate): AVG and GMA as mean ± sample 
 test accuracy over the rounds (and the last-10 mean), GMA − AVG, whether that is beyond the two spreads
 added, and the paper's Table 10 values; a cell where any seed diverged says so instead of averaging the
 rest. Tables 2-3: one row per (setting, algorithm, learning-rate pair): the same, with GMA − AVG taken
-seed by seed (its own mean ± sd) beside the paper's lead. Each table's first line says how it was made
-and at what scale (a table merged from several commands names each).
+seed by seed (its own mean ± sd) beside the paper's lead. The mask probe (scripts/gma_mask_probe.py): one
+row per (setting, trajectory): the per-round statistics averaged over the rounds, then the summed steps'
+ratio and cosine at the last round, each as mean ± sd over seeds. Each table's first line says how it was
+made and at what scale (a table merged from several commands names each).
 """
 from __future__ import annotations
 
 from fltutor import results
+from fltutor.metrics import mean_std
 from fltutor.paper_tables import GMA_TABLE, GMA_TABLE10, GMA_TABLE10_CLIENT_LRS
 
 
@@ -84,9 +87,43 @@ def print_tables2_3(rows: list[dict], meta: dict) -> None:
               f"{show(*cell(last, (*key, 'GMA')))} | {paper} |")
 
 
+def spread(values: list[float] | None) -> str:
+    """'mean ± sample sd' to 3 places ('mean' alone for one value, '—' for none)."""
+    if not values:
+        return "—"
+    m, sd = mean_std(values)
+    return f"{m:.3f}" + (f" ± {sd:.3f}" if len(values) > 1 else "")
+
+
+def print_mask_probe(rows: list[dict], meta: dict) -> None:
+    groups: dict[tuple, dict[int, list[dict]]] = {}
+    for r in rows:
+        groups.setdefault((r["dataset"], r["clients"], r["trajectory"], r["lr"]), {}).setdefault(r["seed"], []).append(r)
+    print(*results.provenance_comments(meta), sep="\n")
+    print("| setting | client lr | trajectory | seeds | rounds | below τ | mask mean | step ratio | summed-step ratio "
+          "| summed-step cosine |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for (ds, n, traj, lr), by_seed in sorted(groups.items(), key=lambda kv: (kv[0][1], kv[0][0], kv[0][2])):
+        per_round, final, stops = {}, {}, []
+        for seed, rs in by_seed.items():
+            stops += [int(r["value"]) for r in rs if r["metric"] == "diverged_round"]
+            last = max((r["round"] for r in rs if r["metric"] == "cum_ratio"), default=None)
+            for m in ("below_tau", "mask_mean", "step_ratio"):
+                v = [r["value"] for r in rs if r["metric"] == m]
+                if v:
+                    per_round.setdefault(m, []).append(sum(v) / len(v))
+            for m in ("cum_ratio", "cum_cos"):
+                final.setdefault(m, []).extend(r["value"] for r in rs if r["metric"] == m and r["round"] == last)
+        rounds = max((r["round"] for rs in by_seed.values() for r in rs if r["metric"] == "cum_ratio"), default=0)
+        note = f" (diverged at round {min(stops)})" if stops else ""
+        print(f"| {ds} label {n} | {lr:g} | {traj} | {len(by_seed)} | {rounds}{note} | "
+              + " | ".join(spread(per_round.get(m)) for m in ("below_tau", "mask_mean", "step_ratio")) + " | "
+              + " | ".join(spread(final.get(m)) for m in ("cum_ratio", "cum_cos")) + " |")
+
+
 def main() -> None:
     folder = results.folder_from_cli(__doc__.splitlines()[0], "gma")
-    got = {name: results.read_table(folder, name) for name in ("table10", "tables2_3")}
+    got = {name: results.read_table(folder, name) for name in ("table10", "tables2_3", "mask_probe")}
     if not any(got.values()):
         raise SystemExit(f"no {folder}/table10.csv or tables2_3.csv yet: run configs/03_table10.yaml (or _reduced on a "
                          "CPU), configs/03_paper.yaml (or 03_table2_cpu.yaml on a CPU)")
@@ -96,6 +133,9 @@ def main() -> None:
     if got["tables2_3"]:
         print("\nTables 2-3\n")
         print_tables2_3(*got["tables2_3"])
+    if got["mask_probe"]:
+        print("\nGMA's mask, round by round (scripts/gma_mask_probe.py)\n")
+        print_mask_probe(*got["mask_probe"])
 
 
 if __name__ == "__main__":

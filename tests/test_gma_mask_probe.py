@@ -54,3 +54,31 @@ def test_a_drift_the_clients_disagree_on_is_damped_more_over_rounds_than_in_any_
         assert mod.mask_stats(ups, torch.ones(4), 0.4)["step_ratio"] > 0.99
     assert float(sum_d[1]) == pytest.approx(2.5)        # the drift AVG keeps: 0.25 a round
     assert mod.cumulative_stats(sum_d, sum_s)["cum_ratio"] == pytest.approx(0.0)
+
+
+def test_gma_table_script_summarizes_the_probe_by_hand(tmp_path, capsys, monkeypatch):
+    from fltutor import results
+    from test_results import run_script
+
+    def row(traj, seed, rnd, metric, value, clients=500, lr=0.05):
+        return {"dataset": "fashionmnist", "skew": "label", "clients": clients, "trajectory": traj, "lr": lr,
+                "server_lr": 1.0, "tau": 0.4, "batch_size": 32, "seed": seed, "round": rnd, "metric": metric, "value": value}
+    rows = []
+    for seed, steps, cums in ((0, (0.8, 0.9), (1.1, 1.2)), (1, (0.7, 0.9), (1.0, 1.4))):
+        for rnd in (1, 2):
+            rows += [row("AVG", seed, rnd, "step_ratio", steps[rnd - 1]), row("AVG", seed, rnd, "below_tau", 0.5),
+                     row("AVG", seed, rnd, "mask_mean", 0.4), row("AVG", seed, rnd, "cum_ratio", cums[rnd - 1]),
+                     row("AVG", seed, rnd, "cum_cos", 0.5 + 0.1 * seed)]
+    # a 10-client trajectory that diverged after its first probed round
+    rows += [row("GMA", 0, 1, m, 1.0, clients=10, lr=0.01) for m in ("step_ratio", "below_tau", "mask_mean", "cum_ratio",
+                                                                     "cum_cos")]
+    rows += [row("GMA", 0, 2, "diverged_round", 2, clients=10, lr=0.01)]
+    results.write_table(tmp_path, "mask_probe", rows, results.provenance(command="probe", scale="full data, probe"))
+    run_script(monkeypatch, "gma_table", tmp_path)
+    out = capsys.readouterr().out
+    # by hand: step ratio per seed over rounds 0.85 and 0.80 -> 0.825 ± 0.035; the sums at round 2: 1.2 and 1.4 ->
+    # 1.300 ± 0.141; cosine 0.5 and 0.6 -> 0.550 ± 0.071
+    assert ("| fashionmnist label 500 | 0.05 | AVG | 2 | 2 | 0.500 ± 0.000 | 0.400 ± 0.000 | 0.825 ± 0.035 | "
+            "1.300 ± 0.141 | 0.550 ± 0.071 |") in out
+    assert "| fashionmnist label 10 | 0.01 | GMA | 1 | 1 (diverged at round 2) | 1.000 | 1.000 | 1.000 | 1.000 | 1.000 |" in out
+    assert out.index("label 10 |") < out.index("label 500 |")   # fewer clients first
