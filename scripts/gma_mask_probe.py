@@ -30,6 +30,7 @@ predicts that GMA at server rate 1 learns like a slowed-down AVG. Rows go to res
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 
 import torch
@@ -88,7 +89,7 @@ def probe(dataset: str, clients: int, aggregation: str, seed: int, rounds: int, 
             delta, step = masked_step(ups, sizes, tau)
             sums = (delta, step) if sums is None else (sums[0] + delta, sums[1] + step)
             stats = {**mask_stats(ups, sizes, tau), **cumulative_stats(*sums)}
-            rows += [{**ids, "round": r + 1, "metric": k, "value": v} for k, v in stats.items()]
+            rows += [{**ids, "round": r + 1, "metric": k, "value": round(v, 4)} for k, v in stats.items()]
             print(f"{dataset} {clients} {ids['trajectory']} seed {seed} round {r + 1:3d}  "
                   + "  ".join(f"{k} {v:.3f}" for k, v in stats.items()), flush=True)
         fed.run_round()
@@ -116,6 +117,9 @@ def main() -> None:
     ap.add_argument("--no-write", action="store_true")
     a = ap.parse_args()
     settings = [(d, int(n)) for d, n in a.setting] if a.setting else DEFAULT_SETTINGS
+    # provenance now, not at the end: the commit is the code that ran, even if the checkout moves meanwhile
+    meta = results.provenance(command=" ".join(["python scripts/gma_mask_probe.py", *sys.argv[1:]]),
+                              scale="full data, probe (no evaluation)")
     t0, rows = time.time(), []
     for dataset, clients in settings:
         many = clients > 10
@@ -124,7 +128,7 @@ def main() -> None:
                 rows += probe(dataset, clients, agg, seed, a.rounds if many else a.rounds_10, lr=a.lr if many else a.lr_10,
                               batch_size=a.batch_size, tau=a.tau, every=a.every if many else 1)
     if not a.no_write:
-        meta = results.provenance(wall_s=round(time.time() - t0, 1), scale="full data, probe (no evaluation)")
+        meta["wall_s"] = round(time.time() - t0, 1)
         print("wrote", *results.write_table(results.RESULTS_DIR / "gma", "mask_probe", rows, meta, merge=True))
 
 
