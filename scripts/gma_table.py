@@ -9,7 +9,8 @@ rest. Tables 2-3: one row per (setting, algorithm, learning-rate pair): the same
 seed by seed (its own mean ± sd) beside the paper's lead. The mask probe (scripts/gma_mask_probe.py): one
 row per (setting, trajectory): the per-round statistics averaged over the rounds, then the summed steps'
 ratio and cosine at the last round, each as mean ± sd over seeds. Each table's first line says how it was
-made and at what scale (a table merged from several commands names each).
+made and at what scale (a table merged from several commands names each). server_rate.csv
+(scripts/gma_server_rate.py) is printed as Tables 2-3 are.
 """
 from __future__ import annotations
 
@@ -123,7 +124,7 @@ def print_mask_probe(rows: list[dict], meta: dict) -> None:
 
 def main() -> None:
     folder = results.folder_from_cli(__doc__.splitlines()[0], "gma")
-    got = {name: results.read_table(folder, name) for name in ("table10", "tables2_3", "mask_probe")}
+    got = {name: results.read_table(folder, name) for name in ("table10", "tables2_3", "server_rate", "mask_probe")}
     if not any(got.values()):
         raise SystemExit(f"no {folder}/table10.csv or tables2_3.csv yet: run configs/03_table10.yaml (or _reduced on a "
                          "CPU), configs/03_paper.yaml (or 03_table2_cpu.yaml on a CPU)")
@@ -133,6 +134,9 @@ def main() -> None:
     if got["tables2_3"]:
         print("\nTables 2-3\n")
         print_tables2_3(*got["tables2_3"])
+    if got["server_rate"]:
+        print("\nTable 2's rows at server rates above 1 (scripts/gma_server_rate.py; best of the evaluated rounds)\n")
+        print_tables2_3(*got["server_rate"])
     if got["mask_probe"]:
         print("\nGMA's mask, round by round (scripts/gma_mask_probe.py)\n")
         print_mask_probe(*got["mask_probe"])

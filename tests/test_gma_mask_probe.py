@@ -82,3 +82,19 @@ def test_gma_table_script_summarizes_the_probe_by_hand(tmp_path, capsys, monkeyp
             "1.300 ± 0.141 | 0.550 ± 0.071 |") in out
     assert "| fashionmnist label 10 | 0.01 | GMA | 1 | 1 (diverged at round 2) | 1.000 | 1.000 | 1.000 | 1.000 | 1.000 |" in out
     assert out.index("label 10 |") < out.index("label 500 |")   # fewer clients first
+
+
+def test_gma_table_prints_the_server_rate_rows_with_the_lead_seed_by_seed(tmp_path, capsys, monkeypatch):
+    from fltutor import results
+    from test_results import run_script
+    rows = [{"dataset": "fashionmnist", "skew": "label", "clients": 500, "algorithm": "fedavg", "aggregation": agg,
+             "lr_choice": "fixed", "lr": 0.05, "server_lr": 1.5, "tau": 0.4, "seed": s, "rounds": 200, "eval_every": 5,
+             "metric": "best_global_acc", "value": v}
+            for agg, vals in (("AVG", (80.0, 82.0)), ("GMA", (79.0, 80.0))) for s, v in enumerate(vals)]
+    results.write_table(tmp_path, "server_rate", rows, results.provenance(command="rates", scale="every 5 rounds"))
+    run_script(monkeypatch, "gma_table", tmp_path)
+    out = capsys.readouterr().out
+    # by hand: AVG 81 ± 1.41, GMA 79.5 ± 0.71; leads -1 and -2: -1.50 ± 0.71, beyond its sd
+    assert "server rates above 1" in out and "every 5 rounds" in out
+    assert ("| fashionmnist label 500 | fedavg | 0.05 / 1.5 (fixed) | 2 | 81.00 ± 1.41 | 79.50 ± 0.71 | -1.50 ± 0.71 | "
+            "yes |") in out
