@@ -31,13 +31,22 @@ __all__ = ["provenance", "write_table", "merge_rows", "read_table", "summarize",
 RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
 
 
-def _git(*args: str) -> str | None:
+def _git(*args: str, cwd=None) -> str | None:
     try:
-        out = subprocess.run(["git", *args], cwd=Path(__file__).resolve().parent, capture_output=True, text=True,
-                             timeout=10)
+        out = subprocess.run(["git", *args], cwd=cwd or Path(__file__).resolve().parent, capture_output=True,
+                             text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip() if out.returncode == 0 else None
+
+
+def code_dirty(cwd=None) -> bool | None:
+    """Do tracked files other than the results/ tables differ from the commit? (None outside git.)
+
+    A run that merges its rows into results/ leaves those tables modified, and the next run in the same
+    checkout would otherwise record its unchanged code as dirty."""
+    status = _git("status", "--porcelain", "--untracked-files=no", "--", ":(top)", ":(top,exclude)results", cwd=cwd)
+    return None if status is None else bool(status)
 
 
 def device_name(device=None) -> str:
@@ -50,11 +59,10 @@ def device_name(device=None) -> str:
 
 
 def provenance(*, command: str | None = None, wall_s: float | None = None, device=None, **extra) -> dict:
-    """How a table was made: command, version, commit (+ dirty), device, UTC date, wall time, and ``extra``."""
-    status = _git("status", "--porcelain", "--untracked-files=no")
+    """How a table was made: command, version, commit (+ dirty: code_dirty), device, UTC date, wall time, and ``extra``."""
     return {"command": command if command is not None else " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
             "fltutor_version": __version__, "commit": _git("rev-parse", "HEAD") or "unknown",
-            "dirty": None if status is None else bool(status), "device": device_name(device),
+            "dirty": code_dirty(), "device": device_name(device),
             "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "wall_s": None if wall_s is None else round(float(wall_s), 1), **extra}
 

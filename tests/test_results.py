@@ -178,3 +178,22 @@ def test_provenance_comments_name_every_command_of_a_merged_table(tmp_path):
     assert len(lines) == 2 and all(line.startswith("<!-- ") and line.endswith(" -->") for line in lines)
     assert "run A | full scale |" in lines[0] and "| 1.0 s" in lines[0] and "run B | quick run |" in lines[1]
     assert results.provenance_comments({"command": "x"})[0].startswith("<!-- x |")   # a table without parts
+
+
+def test_code_dirty_ignores_the_results_tables_but_not_the_code(tmp_path):
+    import subprocess
+
+    def git(*args):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+    git("init", "-q")
+    (tmp_path / "results").mkdir()
+    (tmp_path / "code.py").write_text("x = 1\n")
+    (tmp_path / "results" / "t.csv").write_text("a\n1\n")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "init")
+    assert results.code_dirty(tmp_path) is False
+    (tmp_path / "results" / "t.csv").write_text("a\n2\n")          # a run merged its rows: still clean code
+    assert results.code_dirty(tmp_path) is False
+    (tmp_path / "code.py").write_text("x = 2\n")
+    assert results.code_dirty(tmp_path) is True
+    assert results.code_dirty(tmp_path.parent / "not-a-repo-dir-that-does-not-exist") is None
