@@ -122,24 +122,27 @@ def print_mask_probe(rows: list[dict], meta: dict) -> None:
               + " | ".join(spread(final.get(m)) for m in ("cum_ratio", "cum_cos")) + " |")
 
 
+# (table, heading, printer), in the order they are printed
+SECTIONS = (("table10", "Table 10", print_table10),
+            ("tables2_3", "Tables 2-3", print_tables2_3),
+            ("server_rate", "Table 2's rows at server rates above 1 (scripts/gma_server_rate.py; best of the evaluated "
+                            "rounds)", print_tables2_3),
+            ("mask_probe", "GMA's mask, round by round (scripts/gma_mask_probe.py)", print_mask_probe))
+
+
 def main() -> None:
     folder = results.folder_from_cli(__doc__.splitlines()[0], "gma")
-    got = {name: results.read_table(folder, name) for name in ("table10", "tables2_3", "server_rate", "mask_probe")}
+    got = {name: results.read_table(folder, name) for name, _, _ in SECTIONS}
     if not any(got.values()):
-        raise SystemExit(f"no {folder}/table10.csv or tables2_3.csv yet: run configs/03_table10.yaml (or _reduced on a "
-                         "CPU), configs/03_paper.yaml (or 03_table2_cpu.yaml on a CPU)")
-    if got["table10"]:
-        print("Table 10\n")
-        print_table10(*got["table10"])
-    if got["tables2_3"]:
-        print("\nTables 2-3\n")
-        print_tables2_3(*got["tables2_3"])
-    if got["server_rate"]:
-        print("\nTable 2's rows at server rates above 1 (scripts/gma_server_rate.py; best of the evaluated rounds)\n")
-        print_tables2_3(*got["server_rate"])
-    if got["mask_probe"]:
-        print("\nGMA's mask, round by round (scripts/gma_mask_probe.py)\n")
-        print_mask_probe(*got["mask_probe"])
+        raise SystemExit(f"no {folder}/table10.csv, tables2_3.csv, server_rate.csv or mask_probe.csv yet: run "
+                         "configs/03_table10.yaml (or _reduced on a CPU), configs/03_paper.yaml (or 03_table2_cpu.yaml "
+                         "on a CPU), scripts/gma_server_rate.py or scripts/gma_mask_probe.py")
+    printed = False
+    for name, heading, printer in SECTIONS:
+        if got[name]:
+            print(("\n" if printed else "") + heading + "\n")
+            printer(*got[name])
+            printed = True
 
 
 if __name__ == "__main__":
