@@ -32,7 +32,7 @@ from torch.func import functional_call, vmap
 Params = dict[str, Tensor]
 
 __all__ = ["Params", "resolve_device", "client_generator", "batch_schedule", "Batches", "make_batches",
-           "get_params", "stack_params", "unstack_params", "forward", "row_loss", "train", "local_steps",
+           "get_params", "stack_params", "unstack_params", "forward", "row_loss", "train", "mean_gradient", "local_steps",
            "sgd_update", "sgd_step_", "adam_update", "keep_inactive", "train_client", "evaluate", "row_losses", "client_accuracy",
            "broadcast"]
 
@@ -321,6 +321,25 @@ def train(model: nn.Module, params: Params, x: Tensor, y: Tensor, batches: Batch
 
     state, mean_loss = local_steps(state, x, y, batches, step)
     return {k: v.detach() for k, v in state["params"].items()}, state.get("private", {}), mean_loss
+
+
+def mean_gradient(model: nn.Module, params: Params, x: Tensor, y: Tensor, batches: Batches) -> Params:
+    """Each row's mean mini-batch gradient at fixed ``params`` over its batches, (P, ...); nothing moves.
+
+    One pass over the rows' schedules with the parameters held where they start: the gradient of
+    each client's local loss at the server model (SCAFFOLD's option I). Rows are summed only over
+    the steps they take and divided by their step count.
+    """
+    p = {k: v.detach().requires_grad_(True) for k, v in params.items()}
+    total = {k: torch.zeros_like(v, dtype=torch.float64) for k, v in params.items()}
+    for s in range(batches.steps):
+        pos, on = batches.idx[:, s], batches.active[:, s]
+        loss = row_loss(forward(model, p, x[pos]), y[pos], batches.weight[:, s])      # (P,)
+        grads = torch.autograd.grad(loss.sum(), list(p.values()))
+        for k, g in zip(p, grads):
+            total[k] += g.double() * broadcast(on, g)
+    n = batches.n_steps.to(torch.float64)
+    return {k: (t / broadcast(n, t)).to(params[k].dtype) for k, t in total.items()}
 
 
 def _rows(value, P: int, like: Tensor) -> Tensor | None:

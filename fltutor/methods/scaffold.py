@@ -1,4 +1,4 @@
-"""SCAFFOLD (Karimireddy et al. 2020, Alg. 1, option II).
+"""SCAFFOLD (Karimireddy et al. 2020, Alg. 1, option II by default, option I on request).
 
 The server keeps a control variate c, each client its own c_i (private). Every local step
 uses the gradient g - c_i + c. After training, a client sets
@@ -8,6 +8,11 @@ FedOpt (server SGD at rate ``server_lr``, or an adaptive optimizer and GMA's mas
 c <- c + sum (c_i+ - c_i) / N.
 ``weighting``: the model update averages clients by sample count ("samples") or equally
 ("uniform", the weighted-averaging WAFFLE paper's Alg. 2 with alpha_i = 1/N).
+``control``: how a client renews c_i. "II" (the paper's Alg. 1 line 12 option II, and the weighted-
+averaging WAFFLE paper's Alg. 2): from the distance travelled, below. "I": c_i+ = the client's mean
+mini-batch gradient at the server model x, one extra pass over its data per round
+(``engine.mean_gradient``); it does not depend on the local path, so a path that went wrong does not
+feed into the next round's correction.
 
 Client momentum (GMA runs every client with SGD momentum m = 0.9). The corrected gradient
 goes through the momentum buffer (``torch.optim.SGD`` on g - c_i + c, a fresh buffer every
@@ -33,18 +38,23 @@ import torch
 
 from .. import aggregators
 from ..checks import option
-from ..engine import broadcast
+from ..engine import broadcast, mean_gradient
 from .base import Job, Method, Round
 from .fedopt import FedOptParams, server_step
+
+
+CONTROLS = ("II", "I")
 
 
 @dataclass
 class ScaffoldParams(FedOptParams):
     weighting: str = "samples"    # samples or uniform
+    control: str = "II"           # how c_i is renewed: "II" from the local path, "I" the gradient at x
 
     def __post_init__(self):
         super().__post_init__()
         option("weighting", self.weighting, ("samples", "uniform"))
+        option("control", self.control, CONTROLS)
 
 
 def effective_steps(n_steps, momentum=None, dtype=torch.float32):
@@ -87,8 +97,13 @@ class Scaffold(Method):
         c_rows = {k: c[f"c.{k}"] for k in names}
         corr = {k: c_rows[k] - c_i[k] for k in names}                        # g - c_i + c
         trained, _, loss = job.train(prox_mu=job.hp.get("mu"), correction=corr)
-        c_plus = control_update(c_i, c_rows, job.start, trained, job.batches.n_steps, job.hp["lr"],
-                                 job.hp.get("momentum"))
+        if self.params.control == "I":   # the gradient at x (with weight decay, as the optimizer sees it)
+            g = mean_gradient(job.model, job.start, job.x, job.y, job.batches)
+            wd = job.hp.get("weight_decay")
+            c_plus = {k: g[k] if wd is None else g[k] + broadcast(wd, g[k]) * job.start[k] for k in names}
+        else:
+            c_plus = control_update(c_i, c_rows, job.start, trained, job.batches.n_steps, job.hp["lr"],
+                                     job.hp.get("momentum"))
         message = {**trained, **{f"dc.{k}": c_plus[k] - c_i[k] for k in names}}
         return message, {f"c_i.{k}": c_plus[k] for k in names}, loss
 

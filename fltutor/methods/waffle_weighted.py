@@ -13,9 +13,9 @@ from dataclasses import dataclass
 import torch
 
 from .. import aggregators
-from ..checks import check_fields
+from ..checks import check_fields, option
 from .base import Round, check_target
-from .scaffold import Scaffold
+from .scaffold import CONTROLS, Scaffold
 
 
 @dataclass
@@ -23,10 +23,12 @@ class WaffleWeightedParams:
     target: int = 0               # the agent the model is for ("Alice")
     delta_omega: float = 3.2      # the schedule's steepness, WAFFLE's single hyper-parameter
     server_lr: float = 1.0        # eta_g
+    control: str = "II"           # SCAFFOLD's renewal of c_i (the paper's Alg. 2: "II"; "I": the gradient at x)
 
     def __post_init__(self):
         check_fields(self, {"target": dict(low=0), "delta_omega": dict(low=0, low_open=True, hint="the paper uses 3.2"),
                             "server_lr": dict(low=0, low_open=True)})
+        option("control", self.control, CONTROLS)
 
 
 class WaffleWeighted(Scaffold):

@@ -8,6 +8,7 @@ import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from fltutor.engine import client_generator, get_params, train_client
 from fltutor.federation import Federation
@@ -23,9 +24,20 @@ def _federation(fed, method="scaffold", **kw):
     return Federation("mlp", fed, method, device="cpu", dtype=torch.float64, progress=False, **{**BASE, **kw})
 
 
+def full_gradient(model, params, xs, ys):
+    """The gradient of the mean cross-entropy over (xs, ys) at ``params``, by plain autograd."""
+    with torch.no_grad():
+        for k, p in model.named_parameters():
+            p.copy_(params[k])
+    model.zero_grad()
+    F.cross_entropy(model(xs), ys).backward()
+    return {k: p.grad.detach().clone() for k, p in model.named_parameters()}
+
+
 def scaffold_reference(fed, *, rounds, client_fraction, local_epochs, batch_size, lr, seed, weighting="samples",
-                       server_opt="sgd", server_lr=1.0, mu=0.0, beta1=0.9, beta2=0.99, server_eps=1e-3):
-    """Yields (x, c, [c_i]) after every round."""
+                       server_opt="sgd", server_lr=1.0, mu=0.0, beta1=0.9, beta2=0.99, server_eps=1e-3, control="II"):
+    """Yields (x, c, [c_i]) after every round. Option I is written for full batches (batch_size >= every
+    client's size), where the mean mini-batch gradient at x is the full local gradient."""
     model = make_model("mlp", seed=seed).double()
     xs, ys = fed.x.double(), fed.y
     x = get_params(model)
@@ -41,7 +53,11 @@ def scaffold_reference(fed, *, rounds, client_fraction, local_epochs, batch_size
                                   prox_mu=mu, correction={k: c[k] - ci[i][k] for k in x},
                                   generator=client_generator(seed, r, int(i)))
             K = local_epochs * math.ceil(len(idx) / batch_size)                     # local steps
-            c_plus = {k: ci[i][k] - c[k] + (x[k] - y_i[k]) / (K * lr) for k in x}   # option II
+            if control == "I":
+                assert batch_size >= len(idx), "the reference's option I needs full batches"
+                c_plus = full_gradient(model, x, xs[idx], ys[idx])                   # grad f_i(x)
+            else:
+                c_plus = {k: ci[i][k] - c[k] + (x[k] - y_i[k]) / (K * lr) for k in x}   # option II
             dys.append({k: y_i[k] - x[k] for k in x})
             dcs.append({k: c_plus[k] - ci[i][k] for k in x})
             ci[i] = c_plus
@@ -125,3 +141,27 @@ def test_first_round_is_fedavg_then_the_correction_acts():
 def test_bad_weighting_is_rejected():
     with pytest.raises(ValueError, match="weighting"):
         ScaffoldParams(weighting="median")
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(weighting="uniform", client_fraction=1.0)])
+def test_option_one_sets_c_i_to_the_local_gradient_at_the_server_model(kw):
+    """Option I (Karimireddy et al., Alg. 1 line 12): c_i+ = grad f_i(x), checked with full batches against
+    autograd on each client's whole training split, for three rounds of model and control variates."""
+    fed = _fed()
+    kw = {**BASE, "batch_size": 64, **kw}
+    fl = _federation(fed, control="I", **kw)
+    for x, c, ci in scaffold_reference(fed, control="I", **kw):
+        fl.run_round()
+        _assert_params(fl.run_params(0), x)
+        got_c, got_ci = _controls(fl)
+        _assert_params(got_c, c)
+        _assert_params(got_ci, {k: torch.stack([t[k] for t in ci]) for k in x})
+
+
+def test_option_one_differs_from_option_two_and_a_bad_choice_is_named():
+    fed = _fed()
+    one, two = _federation(fed, control="I", rounds=2), _federation(fed, control="II", rounds=2)
+    one.run(), two.run()
+    assert (_controls(one)[1]["fc1.weight"] - _controls(two)[1]["fc1.weight"]).abs().max() > 1e-6
+    with pytest.raises(ValueError, match=r"control: got the string 'III'; expected one of \['II', 'I'\]"):
+        ScaffoldParams(control="III")

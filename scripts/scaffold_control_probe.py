@@ -1,0 +1,117 @@
+"""Does SCAFFOLD's option I keep SCAFFOLD and weighted WAFFLE finite where option II diverges?
+
+    FLTUTOR_DATA=/path/to/datasets python scripts/scaffold_control_probe.py                  # C, 480 images, lr 0.1
+    FLTUTOR_DATA=... python scripts/scaffold_control_probe.py --distribution "A*" --images 0  # 0: every image
+
+Karimireddy et al. (2020, Alg. 1 line 12) give two ways for a client to renew its control variate:
+option I, the gradient of its loss at the server model (one more pass over its data), and option II,
+read off the distance its local path travelled. The weighted-averaging WAFFLE paper writes option II
+(its Alg. 2), and with it both methods turn non-finite at lr 0.1 here (notebook 04, section 9). A path
+that went wrong feeds option II's next correction; option I's correction does not depend on the path.
+This trains both methods with each option on the same data and seeds (the paper's MNIST setting:
+LeNet-5, SGD at ``--lr``, batch 32, one local epoch, every agent every round, SCAFFOLD with uniform
+weights, WAFFLE with ΔΩ = 3.2) and scores Alice (agent 0) on ``--test-images`` of her test images
+every round. Rows (best, final and divergence round per run) merge into
+results/waffle_weighted/scaffold_control.csv (+ .json) unless --no-write; finished runs are cached
+under --out-root, so a stopped call resumes.
+"""
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+import time
+
+import numpy as np
+
+from fltutor import results
+from fltutor.federation import grid, sweep
+from fltutor.scenarios import waffle_weighted_data
+
+TARGET = 0
+SETTINGS = {"scaffold": {"weighting": "uniform"}, "waffle_weighted": {"target": TARGET, "delta_omega": 3.2}}
+
+
+def alice(res) -> np.ndarray:
+    """Alice's local test accuracy (%) at every evaluated round (none after a divergence)."""
+    return np.array([h["local_acc_per_client"][TARGET] for h in res["history"] if "local_acc_per_client" in h])
+
+
+def run_rows(ids: dict, res: dict) -> list[dict]:
+    """Tidy rows of one run: Alice's best and final accuracy (final None if it diverged) and the divergence round."""
+    c = alice(res)
+    d = res["diverged"]
+    vals = {"best_acc": float(c.max()) if len(c) else None,
+            "final_acc": None if d or not len(c) else float(c[-1]),
+            "diverged_round": d["round"] if d else None}
+    return [{**ids, "metric": k, "value": None if v is None else round(float(v), 4)} for k, v in vals.items()]
+
+
+def summary(rows: list[dict]) -> list[str]:
+    """One line per (method, control): best mean ± sd over seeds, and how many diverged, when."""
+    out = []
+    for (m, ctl), got in results.summarize(rows, ["method", "control"], "best_acc").items():
+        stops = sorted(int(r["value"]) for r in rows if r["method"] == m and r["control"] == ctl
+                       and r["metric"] == "diverged_round" and r["value"] is not None)
+        finals = [r["value"] for r in rows if r["method"] == m and r["control"] == ctl
+                  and r["metric"] == "final_acc" and r["value"] is not None]
+        n = got["n"] + got["missing"]
+        fin = f"final {np.mean(finals):6.2f}" if finals else "final    –  "
+        best = "   –  " if got["mean"] is None else f"{got['mean']:6.2f}" + (f" ± {got['sd']:5.2f}" if got["sd"] is not None else "")
+        out.append(f"{m:16s} option {ctl:2s} best {best} ({n} seeds)  {fin}  "
+                   f"diverged {len(stops)} of {n}" + (f" (rounds {', '.join(map(str, stops))})" if stops else ""))
+    return out
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--distribution", default="C", help="A, B, C, A* or B* (default C)")
+    ap.add_argument("--images", type=int, default=480, help="training images per agent (0: all, the paper's scale)")
+    ap.add_argument("--test-images", type=int, default=200, help="Alice's test images scored every round (0: all)")
+    ap.add_argument("--lr", type=float, default=0.1)
+    ap.add_argument("--rounds", type=int, default=30)
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--methods", nargs="+", default=list(SETTINGS), choices=list(SETTINGS))
+    ap.add_argument("--controls", nargs="+", default=["II", "I"], choices=["II", "I"])
+    ap.add_argument("--out-root", default="runs/scaffold_control", help="cache of finished runs (resumes)")
+    ap.add_argument("--no-write", action="store_true", help="print only; leave results/ alone")
+    a = ap.parse_args(argv)
+    if a.images < 0 or a.test_images < 0 or a.rounds < 1 or a.lr <= 0:
+        ap.error(f"--images {a.images}, --test-images {a.test_images}, --rounds {a.rounds}, --lr {a.lr}: "
+                 "images >= 0, rounds >= 1 and lr > 0")
+    meta = results.provenance(command="python " + shlex.join(["scripts/scaffold_control_probe.py", *sys.argv[1:]]))
+    t0 = time.time()
+    fds = []
+    for s in a.seeds:
+        fd = waffle_weighted_data("mnist", a.distribution, seed=s, max_train_per_agent=a.images or None)
+        if a.test_images:   # the same subsets as notebook 04's max_test_per_agent
+            rng = np.random.default_rng([s, 8])
+            fd = fd.with_parts(fd.train, [np.sort(rng.choice(t, size=min(len(t), a.test_images), replace=False))
+                                          for t in fd.test])
+        fds.append(fd)
+    K = -(-len(fds[0].train[TARGET]) // 32)
+    rows = []
+    for m in a.methods:
+        for ctl in a.controls:
+            t1 = time.time()
+            out = sweep("lenet5", fds, m, grid(seed=a.seeds), out_root=a.out_root, progress=False,
+                        label=f"control{ctl}-{a.distribution.replace('*', 'star')}-{a.images or 'all'}",
+                        rounds=a.rounds, local_epochs=1, batch_size=32, lr=a.lr, client_fraction=1.0,
+                        control=ctl, **SETTINGS[m])
+            for s, fd, res in zip(a.seeds, fds, out):
+                ids = {"dataset": "mnist", "distribution": a.distribution, "method": m, "control": ctl,
+                       "images_per_agent": len(fd.train[TARGET]), "local_steps": K, "lr": a.lr, "rounds": a.rounds,
+                       "seed": s}
+                rows += run_rows(ids, res)
+            print(f"{m} option {ctl}: {len(a.seeds)} seeds in {time.time() - t1:.0f} s", flush=True)
+    print(f"\n{a.distribution}, {len(fds[0].train[TARGET])} images for Alice (K = {K} steps), lr {a.lr}, {a.rounds} rounds")
+    print("\n".join(summary(rows)))
+    if not a.no_write:
+        meta = {**meta, "wall_s": round(time.time() - t0, 1), "data_source": fds[0].source,
+                "scale": "full scale" if not a.images else f"reduced scale: {a.images} images per agent"}
+        print("wrote", *results.write_table(results.RESULTS_DIR / "waffle_weighted", "scaffold_control", rows, meta,
+                                            merge=True))
+
+
+if __name__ == "__main__":
+    main()

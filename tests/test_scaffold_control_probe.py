@@ -1,0 +1,54 @@
+"""scripts/scaffold_control_probe.py: its rows and summary against hand-made runs, and one tiny call end to end."""
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+
+def _probe():
+    spec = importlib.util.spec_from_file_location("scaffold_control_probe",
+                                                  Path(__file__).parents[1] / "scripts" / "scaffold_control_probe.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _res(alice, diverged=None):
+    """A run's results with Alice's (agent 0's) accuracy per evaluated round."""
+    return {"history": [{"round": r, "local_acc_per_client": [a, 50.0]} for r, a in enumerate(alice)],
+            "diverged": diverged}
+
+
+def test_rows_of_a_finished_and_a_diverged_run():
+    p = _probe()
+    ok = {r["metric"]: r["value"] for r in p.run_rows({"seed": 0}, _res([40.0, 90.0, 85.5]))}
+    assert ok == {"best_acc": 90.0, "final_acc": 85.5, "diverged_round": None}
+    bad = {r["metric"]: r["value"] for r in p.run_rows({"seed": 1}, _res([40.0, 70.0], {"round": 3}))}
+    assert bad == {"best_acc": 70.0, "final_acc": None, "diverged_round": 3}
+    none = {r["metric"]: r["value"] for r in p.run_rows({"seed": 2}, _res([], {"round": 1}))}
+    assert none == {"best_acc": None, "final_acc": None, "diverged_round": 1}
+
+
+def test_summary_by_hand():
+    p = _probe()
+    rows = []
+    for seed, (curve, stop) in enumerate([([80.0, 90.0], None), ([70.0, 60.0], {"round": 9}), ([95.0, 94.0], None)]):
+        rows += p.run_rows({"method": "scaffold", "control": "II", "seed": seed}, _res(curve, stop))
+    (line,) = p.summary(rows)
+    # best 90, 70, 95: mean 85, sample sd sqrt(((5)^2 + (15)^2 + (10)^2) / 2) = sqrt(175) = 13.23; finals 90 and 94
+    assert "best  85.00 ± 13.23 (3 seeds)" in line
+    assert "final  92.00" in line
+    assert "diverged 1 of 3 (rounds 9)" in line
+
+
+def test_a_tiny_call_runs_both_options_and_writes_nothing(tmp_path, capsys):
+    _probe().main(["--images", "16", "--test-images", "20", "--rounds", "2", "--seeds", "0",
+                   "--methods", "scaffold", "--out-root", str(tmp_path), "--no-write"])
+    out = capsys.readouterr().out
+    assert "scaffold         option II" in out and "scaffold         option I " in out
+    assert not (tmp_path / "results").exists()
+
+
+def test_bad_input_is_named_before_training(tmp_path):
+    with pytest.raises(SystemExit):
+        _probe().main(["--rounds", "0", "--out-root", str(tmp_path), "--no-write"])
