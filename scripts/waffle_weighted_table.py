@@ -1,12 +1,14 @@
 """Print the weighted-averaging WAFFLE full-scale tables (results/waffle_weighted/) as markdown, for the README.
 
-    python scripts/waffle_weighted_table.py            # Table 1 and the stability study
+    python scripts/waffle_weighted_table.py            # Table 1, the stability study, SCAFFOLD's two options
     python scripts/waffle_weighted_table.py --folder other/results/waffle_weighted
 
 Table 1: one row per distribution, method and client rate: Alice's best accuracy (the paper's
 metric) as mean ± sample sd over the seeds that ran, the paper's number (only beside its own rate,
 0.1), the final accuracy, and the round at which a run diverged. Stability: one row per method, rate,
 momentum and local steps per round, with best, final and the divergence round (seed 0 unless stated).
+Control options (scripts/scaffold_control_probe.py): one row per setting, method, option and WAFFLE's
+c rule, with best and final over the seeds and how many diverged, at which rounds.
 """
 from __future__ import annotations
 
@@ -58,18 +60,37 @@ def stability(rows: list[dict]) -> pd.DataFrame:
                          "diverged at round": df["diverged_round"].map(lambda v: "–" if pd.isna(v) else f"{v:.0f}")})
 
 
+def controls(rows: list[dict]) -> pd.DataFrame:
+    df = wide(rows, ["distribution", "images_per_agent", "local_steps", "lr", "rounds", "method", "control", "c_rule", "seed"])
+    df["c_rule"] = df["c_rule"].fillna("")
+    out = []
+    keys = ["distribution", "images_per_agent", "local_steps", "lr", "rounds", "method", "control", "c_rule"]
+    for k, g in df.groupby(keys, dropna=False, sort=False):
+        d = dict(zip(keys, k))
+        div = sorted(int(v) for v in g["diverged_round"].dropna())
+        out.append({"setting": f"{d['distribution']}, {d['images_per_agent']} images (K = {d['local_steps']}), "
+                               f"lr {d['lr']:g}, {d['rounds']} rounds",
+                    "method": d["method"], "option": d["control"], "c rule": d["c_rule"] or "–", "seeds": len(g),
+                    "best": _ms(g["best_acc"]), "final": _ms(g["final_acc"]),
+                    "diverged": f"{len(div)} of {len(g)}" + (f" (rounds {', '.join(map(str, div))})" if div else ""),
+                    "_order": (ORDER.get(d["distribution"], 9), d["images_per_agent"], d["method"],
+                               d["control"] != "II", d["c_rule"])})
+    out.sort(key=lambda r: r.pop("_order"))   # paper's option II first, then I; the paper's c rule first
+    return pd.DataFrame(out)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--folder", default=str(results.RESULTS_DIR / "waffle_weighted"))
     folder = ap.parse_args().folder
     found = False
-    for name, make in (("table1", table1), ("stability", stability)):
+    for name, make in (("table1", table1), ("stability", stability), ("scaffold_control", controls)):
         got = results.read_table(folder, name)
         if got is None:
             continue
         found = True
         rows, meta = got
-        what = meta.get("scale") if name == "table1" else "seed 0 unless the table says otherwise"
+        what = {"table1": meta.get("scale"), "stability": "seed 0 unless the table says otherwise"}.get(name, meta.get("scale"))
         print(f"\n{folder}/{name}.csv ({len(rows)} rows; {what}; {meta.get('device')}):\n")
         print(make(rows).to_markdown(index=False, disable_numparse=True))
     if not found:

@@ -33,7 +33,7 @@ def test_summary_by_hand():
     p = _probe()
     rows = []
     for seed, (curve, stop) in enumerate([([80.0, 90.0], None), ([70.0, 60.0], {"round": 9}), ([95.0, 94.0], None)]):
-        rows += p.run_rows({"method": "scaffold", "control": "II", "seed": seed}, _res(curve, stop))
+        rows += p.run_rows({"method": "scaffold", "control": "II", "c_rule": "", "seed": seed}, _res(curve, stop))
     (line,) = p.summary(rows)
     # best 90, 70, 95: mean 85, sample sd sqrt(((5)^2 + (15)^2 + (10)^2) / 2) = sqrt(175) = 13.23; finals 90 and 94
     assert "best  85.00 ± 13.23 (3 seeds)" in line
@@ -45,7 +45,7 @@ def test_a_tiny_call_runs_both_options_and_writes_nothing(tmp_path, capsys):
     _probe().main(["--images", "16", "--test-images", "20", "--rounds", "2", "--seeds", "0",
                    "--methods", "scaffold", "--out-root", str(tmp_path), "--no-write"])
     out = capsys.readouterr().out
-    assert "scaffold         option II" in out and "scaffold         option I " in out
+    assert "scaffold         option II" in out and "scaffold         option I  " in out
     assert not (tmp_path / "results").exists()
 
 

@@ -43,3 +43,24 @@ def test_stability_keeps_only_the_runs_that_exist(mod):
     assert len(t) == 2                                                         # no empty grid of absent combinations
     s = t[t["method"] == "scaffold"].iloc[0]
     assert (s["best"], s["final"], s["diverged at round"]) == ("28.0", "–", "18")
+
+
+def test_controls_table_by_hand(mod):
+    """Rows as scripts/scaffold_control_probe.py writes them (c_rule "" for SCAFFOLD, as read back from the CSV: None)."""
+    base = {"dataset": "mnist", "distribution": "C", "images_per_agent": 480, "local_steps": 15, "lr": 0.1, "rounds": 30}
+    runs = [("scaffold", "II", None, 0, 88.0, None, 12), ("scaffold", "II", None, 1, 90.0, None, 17),
+            ("scaffold", "I", None, 0, 95.0, 90.0, None), ("scaffold", "I", None, 1, 91.0, 80.0, None),
+            ("waffle_weighted", "I", "weighted_mean", 0, 60.0, 37.5, None)]
+    rows = []
+    for m, ctl, rule, seed, best, fin, div in runs:
+        ids = {**base, "method": m, "control": ctl, "c_rule": rule, "seed": seed}
+        rows += [{**ids, "metric": k, "value": v} for k, v in
+                 (("best_acc", best), ("final_acc", fin), ("diverged_round", div))]
+    t = mod.controls(rows)
+    assert list(zip(t["method"], t["option"], t["c rule"])) == [("scaffold", "II", "–"), ("scaffold", "I", "–"),
+                                                                ("waffle_weighted", "I", "weighted_mean")]
+    two, one, w = (t.iloc[i] for i in range(3))
+    assert (two["best"], two["final"], two["diverged"]) == ("89.00 ± 1.41", "–", "2 of 2 (rounds 12, 17)")
+    assert (one["best"], one["final"], one["diverged"]) == ("93.00 ± 2.83", "85.00 ± 7.07", "0 of 2")
+    assert (w["best"], w["final"], w["seeds"]) == ("60.00", "37.50", 1)
+    assert two["setting"] == "C, 480 images (K = 15), lr 0.1, 30 rounds"

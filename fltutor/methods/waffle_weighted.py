@@ -5,6 +5,15 @@ model with SCAFFOLD's corrected gradients; the server combines both the model up
 the control-variate updates with the distance-based weights of ``aggregators.waffle_weights``
 (Alg. 1), averaged over the current and the last two rounds (Alg. 1 line 10). As the rounds
 pass, the weights concentrate on the target and training turns local.
+
+``c_rule``: how the server's control variate c moves. "increments" (the paper's Alg. 2): c += sum_i
+alpha_i (c_i+ - c_i). With weights that change every round, that c is no longer the weighted mean of
+the c_i: summing by parts, c = sum_i alpha_i^r c_i^r - sum_t sum_i (alpha_i^(t+1) - alpha_i^t) c_i^t, a
+residual of past weights and past variates that stays in c. Once the target's weight reaches 1 the
+residual freezes, and the target's own local steps keep a correction c - c_target that no longer
+vanishes. "weighted_mean" (ours, not the paper's): each agent also sends c_i+, and the server sets
+c = sum_i alpha_i c_i+ from the current round's messages, so c - c_target -> 0 as training turns local.
+The server keeps no c_i either way.
 """
 from __future__ import annotations
 
@@ -24,11 +33,16 @@ class WaffleWeightedParams:
     delta_omega: float = 3.2      # the schedule's steepness, WAFFLE's single hyper-parameter
     server_lr: float = 1.0        # eta_g
     control: str = "II"           # SCAFFOLD's renewal of c_i (the paper's Alg. 2: "II"; "I": the gradient at x)
+    c_rule: str = "increments"    # how c moves: "increments" (the paper's Alg. 2) or "weighted_mean" (ours)
 
     def __post_init__(self):
         check_fields(self, {"target": dict(low=0), "delta_omega": dict(low=0, low_open=True, hint="the paper uses 3.2"),
                             "server_lr": dict(low=0, low_open=True)})
         option("control", self.control, CONTROLS)
+        option("c_rule", self.c_rule, C_RULES)
+
+
+C_RULES = ("increments", "weighted_mean")
 
 
 class WaffleWeighted(Scaffold):
@@ -55,10 +69,21 @@ class WaffleWeighted(Scaffold):
         server["alpha_hist"] = torch.stack([server["alpha_hist"][1], a0])
         server["weights"] = w
         step = aggregators.weighted_mean(updates, w)
-        dc = aggregators.weighted_mean({k: message[f"dc.{k}"] for k in global_params}, w)
-        for k in global_params:
-            server[f"c.{k}"] = server[f"c.{k}"] + dc[k]
+        if self.params.c_rule == "weighted_mean":
+            c_new = aggregators.weighted_mean({k: message[f"ci.{k}"] for k in global_params}, w)
+            for k in global_params:
+                server[f"c.{k}"] = c_new[k]
+        else:
+            dc = aggregators.weighted_mean({k: message[f"dc.{k}"] for k in global_params}, w)
+            for k in global_params:
+                server[f"c.{k}"] = server[f"c.{k}"] + dc[k]
         return {k: global_params[k] + self.params.server_lr * step[k] for k in global_params}
+
+    def client_update(self, job):
+        message, private, loss = super().client_update(job)
+        if self.params.c_rule == "weighted_mean":   # the renewed variate itself, for c = sum_i alpha_i c_i+
+            message = {**message, **{"ci." + k.removeprefix("c_i."): v for k, v in private.items()}}
+        return message, private, loss
 
     def round_log(self, server, private, seen):
         return {"weights": [round(float(w), 5) for w in server["weights"]]} if "weights" in server else {}

@@ -30,7 +30,8 @@ def _fed(data, model="logreg", **kw):
     return Federation(model, data, "waffle_weighted", device="cpu", dtype=DT, progress=False, **{**SETTINGS, **kw})
 
 
-def _reference(data, model_name, rounds, *, target, delta_omega, lr=0.1, batch_size=4, server_lr=1.0):
+def _reference(data, model_name, rounds, *, target, delta_omega, lr=0.1, batch_size=4, server_lr=1.0,
+               c_rule="increments"):
     """Alg. 2 as a plain loop over agents: SCAFFOLD steps g - c_i + c, option II control variates,
     the server weighing updates and control updates by the mean of the last three alpha^0 (Alg. 1)."""
     model = make_model(model_name, seed=0).to(DT)
@@ -61,8 +62,11 @@ def _reference(data, model_name, rounds, *, target, delta_omega, lr=0.1, batch_s
         w = torch.stack(alpha_hist[-3:]).mean(0)                                          # Alg. 1 line 10
         weights.append(w.tolist())
         x = {k: x[k] + server_lr * sum(float(w[i]) * dys[i][k] for i in range(n)) for k in x}
-        c = {k: c[k] + sum(float(w[i]) * dcs[i][k] for i in range(n)) for k in x}
-    return x, c, weights
+        if c_rule == "weighted_mean":   # ours: c is the weighted mean of the renewed c_i
+            c = {k: sum(float(w[i]) * ci[i][k] for i in range(n)) for k in x}
+        else:                           # the paper's Alg. 2: c moves by the weighted control updates
+            c = {k: c[k] + sum(float(w[i]) * dcs[i][k] for i in range(n)) for k in x}
+    return x, c, weights, ci
 
 
 @pytest.mark.parametrize("model,target,delta_omega,distribution", [("lenet5", 0, 3.2, "C"), ("logreg", 4, 1.0, "B*")])
@@ -71,7 +75,7 @@ def test_rounds_equal_a_per_agent_scaffold_loop(model, target, delta_omega, dist
     rounds = 4                                     # round 4 averages alpha^0 of rounds 2-4
     fed = _fed(data, model, rounds=rounds, target=target, delta_omega=delta_omega)
     fed.run()
-    x, c, weights = _reference(data, model, rounds, target=target, delta_omega=delta_omega)
+    x, c, weights, _ = _reference(data, model, rounds, target=target, delta_omega=delta_omega)
     for k in x:
         torch.testing.assert_close(fed.run_params(0)[k], x[k], rtol=0, atol=1e-9)
     for h, w in zip(fed.history, weights):
@@ -80,6 +84,22 @@ def test_rounds_equal_a_per_agent_scaffold_loop(model, target, delta_omega, dist
     # the clients' SCAFFOLD state: c_i of agent 0 is private, (N, ...) per run
     assert {k for k in fed.private} == {f"c_i.{k}" for k in x}
     assert all(fed.private[f"c_i.{k}"].shape == (1, 10, *v.shape) for k, v in x.items())
+
+
+@pytest.mark.parametrize("c_rule", ["increments", "weighted_mean"])
+def test_both_c_rules_equal_the_loop_and_only_the_weighted_mean_tracks_the_c_i(c_rule):
+    """With weights that change every round, the paper's increments leave c away from sum_i alpha_i c_i
+    (the residual of past weights); the weighted-mean rule keeps c on it. Both against the plain loop."""
+    data, rounds = _data(), 4
+    fed = _fed(data, "logreg", rounds=rounds, target=0, delta_omega=3.2, c_rule=c_rule)
+    fed.run()
+    x, c, weights, ci = _reference(data, "logreg", rounds, target=0, delta_omega=3.2, c_rule=c_rule)
+    for k in x:
+        torch.testing.assert_close(fed.run_params(0)[k], x[k], rtol=0, atol=1e-9)
+        torch.testing.assert_close(fed.server[0][f"c.{k}"], c[k], rtol=0, atol=1e-9)
+    w = weights[-1]
+    gap = max(float((c[k] - sum(w[i] * ci[i][k] for i in range(len(ci)))).abs().max()) for k in x)
+    assert (gap < 1e-12) if c_rule == "weighted_mean" else (gap > 1e-4)
 
 
 def test_sweep_over_targets_equals_separate_runs():
@@ -131,6 +151,8 @@ def test_weights_sum_to_one_and_concentrate_on_the_target():
     (dict(client_fraction=0.5), "client_fraction=1"),
     (dict(target=12), "not an agent of this data"),
     (dict(target=True), "target"),
+    (dict(c_rule="mean"), r"c_rule: got the string 'mean'; expected one of \['increments', 'weighted_mean'\]"),
+    (dict(control="1"), r"control: got the string '1'; expected one of \['II', 'I'\]"),
 ])
 def test_bad_settings_are_rejected(kw, match):
     with pytest.raises(ValueError, match=match):
