@@ -38,12 +38,17 @@ def alice(res) -> np.ndarray:
 
 
 def run_rows(ids: dict, res: dict) -> list[dict]:
-    """Tidy rows of one run: Alice's best and final accuracy (final None if it diverged) and the divergence round."""
+    """Tidy rows of one run: Alice's best and final accuracy (final None if it diverged), the divergence round,
+    the agent whose training went non-finite first, and (WAFFLE) that agent's aggregation weight in the last
+    finished round: the share of Alice's model it still had a say in."""
     c = alice(res)
     d = res["diverged"]
+    weights = [h["weights"] for h in res["history"] if "weights" in h]
     vals = {"best_acc": float(c.max()) if len(c) else None,
             "final_acc": None if d or not len(c) else float(c[-1]),
-            "diverged_round": d["round"] if d else None}
+            "diverged_round": d["round"] if d else None,
+            "diverged_agent": d.get("client") if d else None,
+            "diverged_agent_weight": weights[-1][d["client"]] if d and weights and d.get("client") is not None else None}
     return [{**ids, "metric": k, "value": None if v is None else round(float(v), 4)} for k, v in vals.items()]
 
 

@@ -8,7 +8,8 @@ metric) as mean ± sample sd over the seeds that ran, the paper's number (only b
 0.1), the final accuracy, and the round at which a run diverged. Stability: one row per method, rate,
 momentum and local steps per round, with best, final and the divergence round (seed 0 unless stated).
 Control options (scripts/scaffold_control_probe.py): one row per setting, method, option and WAFFLE's
-c rule, with best and final over the seeds and how many diverged, at which rounds.
+c rule, with best and final over the seeds, how many diverged, at which rounds, and (WAFFLE) the
+aggregation weight of the agent whose training went non-finite.
 """
 from __future__ import annotations
 
@@ -67,12 +68,15 @@ def controls(rows: list[dict]) -> pd.DataFrame:
     keys = ["distribution", "images_per_agent", "local_steps", "lr", "rounds", "method", "control", "c_rule"]
     for k, g in df.groupby(keys, dropna=False, sort=False):
         d = dict(zip(keys, k))
-        div = sorted(int(v) for v in g["diverged_round"].dropna())
+        gone = g[g["diverged_round"].notna()].sort_values("diverged_round")
+        div = [int(v) for v in gone["diverged_round"]]
+        wts = gone["diverged_agent_weight"].dropna() if "diverged_agent_weight" in g else pd.Series(dtype=float)
         out.append({"setting": f"{d['distribution']}, {d['images_per_agent']} images (K = {d['local_steps']}), "
                                f"lr {d['lr']:g}, {d['rounds']} rounds",
                     "method": d["method"], "option": d["control"], "c rule": d["c_rule"] or "–", "seeds": len(g),
                     "best": _ms(g["best_acc"]), "final": _ms(g["final_acc"]),
                     "diverged": f"{len(div)} of {len(g)}" + (f" (rounds {', '.join(map(str, div))})" if div else ""),
+                    "weight of the agent that diverged": ", ".join(f"{w:.2f}" for w in wts) if len(wts) else "–",   # round order
                     "_order": (ORDER.get(d["distribution"], 9), d["images_per_agent"], d["method"],
                                d["control"] != "II", d["c_rule"])})
     out.sort(key=lambda r: r.pop("_order"))   # paper's option II first, then I; the paper's c rule first

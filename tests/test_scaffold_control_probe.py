@@ -13,20 +13,24 @@ def _probe():
     return mod
 
 
-def _res(alice, diverged=None):
-    """A run's results with Alice's (agent 0's) accuracy per evaluated round."""
-    return {"history": [{"round": r, "local_acc_per_client": [a, 50.0]} for r, a in enumerate(alice)],
-            "diverged": diverged}
+def _res(alice, diverged=None, weights=None):
+    """A run's results with Alice's (agent 0's) accuracy per evaluated round (and WAFFLE's weights)."""
+    return {"history": [{"round": r, "local_acc_per_client": [a, 50.0], **({"weights": weights[r]} if weights else {})}
+                        for r, a in enumerate(alice)], "diverged": diverged}
 
 
 def test_rows_of_a_finished_and_a_diverged_run():
     p = _probe()
     ok = {r["metric"]: r["value"] for r in p.run_rows({"seed": 0}, _res([40.0, 90.0, 85.5]))}
-    assert ok == {"best_acc": 90.0, "final_acc": 85.5, "diverged_round": None}
-    bad = {r["metric"]: r["value"] for r in p.run_rows({"seed": 1}, _res([40.0, 70.0], {"round": 3}))}
-    assert bad == {"best_acc": 70.0, "final_acc": None, "diverged_round": 3}
-    none = {r["metric"]: r["value"] for r in p.run_rows({"seed": 2}, _res([], {"round": 1}))}
-    assert none == {"best_acc": None, "final_acc": None, "diverged_round": 1}
+    assert ok == {"best_acc": 90.0, "final_acc": 85.5, "diverged_round": None, "diverged_agent": None,
+                  "diverged_agent_weight": None}
+    bad = {r["metric"]: r["value"] for r in p.run_rows({"seed": 1}, _res([40.0, 70.0], {"round": 3, "client": 1},
+                                                                           [[0.5, 0.5], [0.9, 0.1]]))}
+    assert bad == {"best_acc": 70.0, "final_acc": None, "diverged_round": 3, "diverged_agent": 1,
+                   "diverged_agent_weight": 0.1}          # agent 1's weight in the last finished round
+    none = {r["metric"]: r["value"] for r in p.run_rows({"seed": 2}, _res([], {"round": 1, "client": 0}))}
+    assert none == {"best_acc": None, "final_acc": None, "diverged_round": 1, "diverged_agent": 0,
+                    "diverged_agent_weight": None}
 
 
 def test_summary_by_hand():

@@ -64,3 +64,15 @@ def test_controls_table_by_hand(mod):
     assert (one["best"], one["final"], one["diverged"]) == ("93.00 ± 2.83", "85.00 ± 7.07", "0 of 2")
     assert (w["best"], w["final"], w["seeds"]) == ("60.00", "37.50", 1)
     assert two["setting"] == "C, 480 images (K = 15), lr 0.1, 30 rounds"
+    assert w["weight of the agent that diverged"] == "–"            # a table without the column still prints
+
+
+def test_controls_table_lists_the_weight_of_each_diverged_agent(mod):
+    base = {"dataset": "mnist", "distribution": "C", "images_per_agent": 480, "local_steps": 15, "lr": 0.1, "rounds": 30,
+            "method": "waffle_weighted", "control": "II", "c_rule": "increments"}
+    rows = []
+    for seed, (div, w) in enumerate([(15, 0.0), (10, 0.03521)]):
+        rows += [{**base, "seed": seed, "metric": k, "value": v} for k, v in
+                 (("best_acc", 90.0), ("final_acc", None), ("diverged_round", div), ("diverged_agent_weight", w))]
+    row = mod.controls(rows).iloc[0]
+    assert row["diverged"] == "2 of 2 (rounds 10, 15)" and row["weight of the agent that diverged"] == "0.04, 0.00"   # in round order
