@@ -329,9 +329,12 @@ class Federation:
             e = {"round": r + 1, "clients": cohorts[j].tolist(), "train_loss": float(loss[lo:hi].mean())}
             entries[i] = e
             if bad[lo:hi].any():
-                self.diverged[i] = {"round": r + 1, "client": int(cohorts[j][int(np.argmax(bad[lo:hi]))]),
-                                    "where": "local training"}
-                continue
+                if not self.methods[i].sets_aside_nonfinite or bad[lo:hi].all():
+                    self.diverged[i] = {"round": r + 1, "client": int(cohorts[j][int(np.argmax(bad[lo:hi]))]),
+                                        "where": "local training"}
+                    continue
+                e["set_aside"] = cohorts[j][bad[lo:hi]].tolist()   # the method leaves them out of its step
+                e["train_loss"] = float(loss[lo:hi][torch.as_tensor(~bad[lo:hi], device=loss.device)].mean())
             rnd = Round(cohorts[j], sizes[lo:hi], batches.n_steps[lo:hi], r, self.N)
             g = {k: v[i] for k, v in self.global_params.items()}
             new = self.methods[i].aggregate(g, self.server[i], {k: v[lo:hi] for k, v in message.items()}, rnd)

@@ -48,22 +48,24 @@ def run_rows(ids: dict, res: dict) -> list[dict]:
             "final_acc": None if d or not len(c) else float(c[-1]),
             "diverged_round": d["round"] if d else None,
             "diverged_agent": d.get("client") if d else None,
-            "diverged_agent_weight": weights[-1][d["client"]] if d and weights and d.get("client") is not None else None}
+            "diverged_agent_weight": weights[-1][d["client"]] if d and weights and d.get("client") is not None else None,
+            "agents_set_aside": len({k for h in res["history"] for k in h.get("set_aside", [])}),
+            "first_set_aside_round": next((h["round"] for h in res["history"] if h.get("set_aside")), None)}
     return [{**ids, "metric": k, "value": None if v is None else round(float(v), 4)} for k, v in vals.items()]
 
 
 def summary(rows: list[dict]) -> list[str]:
-    """One line per (method, control, c rule): best mean ± sd over seeds, and how many diverged, when."""
+    """One line per (method, control, c rule, non-finite rule): best mean ± sd over seeds, and how many diverged, when."""
     out = []
-    key = lambda r: (r["method"], r["control"], r.get("c_rule") or "")  # noqa: E731
-    for (m, ctl, rule), got in results.summarize(rows, ["method", "control", "c_rule"], "best_acc").items():
-        mine = [r for r in rows if key(r) == (m, ctl, rule or "")]
+    key = lambda r: (r["method"], r["control"], r.get("c_rule") or "", r.get("nonfinite") or "")  # noqa: E731
+    for (m, ctl, rule, nf), got in results.summarize(rows, ["method", "control", "c_rule", "nonfinite"], "best_acc").items():
+        mine = [r for r in rows if key(r) == (m, ctl, rule or "", nf or "")]
         stops = sorted(int(r["value"]) for r in mine if r["metric"] == "diverged_round" and r["value"] is not None)
         finals = [r["value"] for r in mine if r["metric"] == "final_acc" and r["value"] is not None]
         n = got["n"] + got["missing"]
         fin = f"final {np.mean(finals):6.2f}" if finals else "final    –  "
         best = "   –  " if got["mean"] is None else f"{got['mean']:6.2f}" + (f" ± {got['sd']:5.2f}" if got["sd"] is not None else "")
-        out.append(f"{m:16s} option {ctl:2s} {rule or '':13s} best {best} ({n} seeds)  {fin}  "
+        out.append(f"{m:16s} option {ctl:2s} {rule or '':13s} {nf or '':9s} best {best} ({n} seeds)  {fin}  "
                    f"diverged {len(stops)} of {n}" + (f" (rounds {', '.join(map(str, stops))})" if stops else ""))
     return out
 
@@ -80,6 +82,8 @@ def main(argv=None) -> None:
     ap.add_argument("--controls", nargs="+", default=["II", "I"], choices=["II", "I"])
     ap.add_argument("--c-rules", nargs="+", default=["increments"], choices=["increments", "weighted_mean"],
                     help="weighted WAFFLE's server rule for c: the paper's increments, or the weighted mean of the c_i+")
+    ap.add_argument("--nonfinite", nargs="+", default=["stop"], choices=["stop", "set_aside"],
+                    help="weighted WAFFLE: stop at an agent's first non-finite number, or set that agent aside")
     ap.add_argument("--out-root", default="runs/scaffold_control", help="cache of finished runs (resumes)")
     ap.add_argument("--no-write", action="store_true", help="print only; leave results/ alone")
     a = ap.parse_args(argv)
@@ -98,21 +102,23 @@ def main(argv=None) -> None:
         fds.append(fd)
     K = -(-len(fds[0].train[TARGET]) // 32)
     rows = []
-    cells = [(m, ctl, rule) for m in a.methods for ctl in a.controls
-             for rule in (a.c_rules if m == "waffle_weighted" else [None])]
-    for m, ctl, rule in cells:
+    cells = [(m, ctl, rule, nf) for m in a.methods for ctl in a.controls
+             for rule in (a.c_rules if m == "waffle_weighted" else [None])
+             for nf in (a.nonfinite if m == "waffle_weighted" else [None])]
+    for m, ctl, rule, nf in cells:
         t1 = time.time()
-        extra = {} if rule is None else {"c_rule": rule}
+        extra = {} if rule is None else {"c_rule": rule, "nonfinite": nf}
         out = sweep("lenet5", fds, m, grid(seed=a.seeds), out_root=a.out_root, progress=False,
                     label=f"control{ctl}-{a.distribution.replace('*', 'star')}-{a.images or 'all'}",
                     rounds=a.rounds, local_epochs=1, batch_size=32, lr=a.lr, client_fraction=1.0,
                     control=ctl, **SETTINGS[m], **extra)
         for s, fd, res in zip(a.seeds, fds, out):
             ids = {"dataset": "mnist", "distribution": a.distribution, "method": m, "control": ctl,
-                   "c_rule": rule or "", "images_per_agent": len(fd.train[TARGET]), "local_steps": K, "lr": a.lr,
+                   "c_rule": rule or "", "nonfinite": nf or "", "images_per_agent": len(fd.train[TARGET]), "local_steps": K, "lr": a.lr,
                    "rounds": a.rounds, "seed": s}
             rows += run_rows(ids, res)
-        print(f"{m} option {ctl}{' ' + rule if rule else ''}: {len(a.seeds)} seeds in {time.time() - t1:.0f} s", flush=True)
+        print(f"{m} option {ctl}{' ' + rule if rule else ''}{' ' + nf if nf else ''}: {len(a.seeds)} seeds in "
+              f"{time.time() - t1:.0f} s", flush=True)
     print(f"\n{a.distribution}, {len(fds[0].train[TARGET])} images for Alice (K = {K} steps), lr {a.lr}, {a.rounds} rounds")
     print("\n".join(summary(rows)))
     if not a.no_write:

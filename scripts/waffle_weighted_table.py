@@ -62,10 +62,11 @@ def stability(rows: list[dict]) -> pd.DataFrame:
 
 
 def controls(rows: list[dict]) -> pd.DataFrame:
-    df = wide(rows, ["distribution", "images_per_agent", "local_steps", "lr", "rounds", "method", "control", "c_rule", "seed"])
-    df["c_rule"] = df["c_rule"].fillna("")
+    rows = [{"nonfinite": "", **r} for r in rows]        # tables written before the set-aside rule existed
+    keys = ["distribution", "images_per_agent", "local_steps", "lr", "rounds", "method", "control", "c_rule", "nonfinite"]
+    df = wide(rows, keys + ["seed"])
+    df[["c_rule", "nonfinite"]] = df[["c_rule", "nonfinite"]].fillna("")
     out = []
-    keys = ["distribution", "images_per_agent", "local_steps", "lr", "rounds", "method", "control", "c_rule"]
     for k, g in df.groupby(keys, dropna=False, sort=False):
         d = dict(zip(keys, k))
         gone = g[g["diverged_round"].notna()].sort_values("diverged_round")
@@ -73,12 +74,13 @@ def controls(rows: list[dict]) -> pd.DataFrame:
         wts = gone["diverged_agent_weight"].dropna() if "diverged_agent_weight" in g else pd.Series(dtype=float)
         out.append({"setting": f"{d['distribution']}, {d['images_per_agent']} images (K = {d['local_steps']}), "
                                f"lr {d['lr']:g}, {d['rounds']} rounds",
-                    "method": d["method"], "option": d["control"], "c rule": d["c_rule"] or "–", "seeds": len(g),
+                    "method": d["method"], "option": d["control"], "c rule": d["c_rule"] or "–",
+                    "non-finite agent": d["nonfinite"] or "–", "seeds": len(g),
                     "best": _ms(g["best_acc"]), "final": _ms(g["final_acc"]),
                     "diverged": f"{len(div)} of {len(g)}" + (f" (rounds {', '.join(map(str, div))})" if div else ""),
                     "weight of the agent that diverged": ", ".join(f"{w:.2f}" for w in wts) if len(wts) else "–",   # round order
                     "_order": (ORDER.get(d["distribution"], 9), d["images_per_agent"], d["method"],
-                               d["control"] != "II", d["c_rule"])})
+                               d["control"] != "II", d["c_rule"], d["nonfinite"] != "stop")})
     out.sort(key=lambda r: r.pop("_order"))   # paper's option II first, then I; the paper's c rule first
     return pd.DataFrame(out)
 

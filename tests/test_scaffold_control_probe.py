@@ -23,21 +23,30 @@ def test_rows_of_a_finished_and_a_diverged_run():
     p = _probe()
     ok = {r["metric"]: r["value"] for r in p.run_rows({"seed": 0}, _res([40.0, 90.0, 85.5]))}
     assert ok == {"best_acc": 90.0, "final_acc": 85.5, "diverged_round": None, "diverged_agent": None,
-                  "diverged_agent_weight": None}
+                  "diverged_agent_weight": None, "agents_set_aside": 0, "first_set_aside_round": None}
     bad = {r["metric"]: r["value"] for r in p.run_rows({"seed": 1}, _res([40.0, 70.0], {"round": 3, "client": 1},
                                                                            [[0.5, 0.5], [0.9, 0.1]]))}
     assert bad == {"best_acc": 70.0, "final_acc": None, "diverged_round": 3, "diverged_agent": 1,
-                   "diverged_agent_weight": 0.1}          # agent 1's weight in the last finished round
+                   "diverged_agent_weight": 0.1,           # agent 1's weight in the last finished round
+                   "agents_set_aside": 0, "first_set_aside_round": None}
     none = {r["metric"]: r["value"] for r in p.run_rows({"seed": 2}, _res([], {"round": 1, "client": 0}))}
     assert none == {"best_acc": None, "final_acc": None, "diverged_round": 1, "diverged_agent": 0,
-                    "diverged_agent_weight": None}
+                    "diverged_agent_weight": None, "agents_set_aside": 0, "first_set_aside_round": None}
+
+
+def test_rows_count_the_agents_set_aside():
+    res = _res([50.0, 60.0, 70.0])
+    res["history"][1]["set_aside"] = [7]
+    res["history"][2]["set_aside"] = [7, 3]
+    got = {r["metric"]: r["value"] for r in _probe().run_rows({"seed": 0}, res)}
+    assert (got["agents_set_aside"], got["first_set_aside_round"], got["final_acc"]) == (2, 1, 70.0)
 
 
 def test_summary_by_hand():
     p = _probe()
     rows = []
     for seed, (curve, stop) in enumerate([([80.0, 90.0], None), ([70.0, 60.0], {"round": 9}), ([95.0, 94.0], None)]):
-        rows += p.run_rows({"method": "scaffold", "control": "II", "c_rule": "", "seed": seed}, _res(curve, stop))
+        rows += p.run_rows({"method": "scaffold", "control": "II", "c_rule": "", "nonfinite": "", "seed": seed}, _res(curve, stop))
     (line,) = p.summary(rows)
     # best 90, 70, 95: mean 85, sample sd sqrt(((5)^2 + (15)^2 + (10)^2) / 2) = sqrt(175) = 13.23; finals 90 and 94
     assert "best  85.00 ± 13.23 (3 seeds)" in line

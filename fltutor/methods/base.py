@@ -124,6 +124,9 @@ class Method:
     Params: type = None           # the method's parameters dataclass
     sends: tuple[str, ...] = ()   # prefixes of the server-state tensors a client receives besides the model
     full_participation = False    # True: every client must train every round (client_fraction = 1)
+    # True: a client whose training turns non-finite is set aside (its message still goes to ``aggregate``,
+    # which must leave it out) instead of stopping the run; the round's history lists it under "set_aside"
+    sets_aside_nonfinite = False
     # the threat model in words (notebook 05 draws it): one intercepted message, the client, a breached server
     message_holds = "the client's whole trained model"
     client_keeps = "its data"

@@ -14,6 +14,12 @@ residual freezes, and the target's own local steps keep a correction c - c_targe
 vanishes. "weighted_mean" (ours, not the paper's): each agent also sends c_i+, and the server sets
 c = sum_i alpha_i c_i+ from the current round's messages, so c - c_target -> 0 as training turns local.
 The server keeps no c_i either way.
+
+``nonfinite``: fltutor stops a run at the first non-finite number of any agent ("stop"). The agent that
+goes first is often one whose weight is already 0 (the farthest from the target always gets alpha^0 = 0),
+so "set_aside" (ours) lets the run go on without it: from that round on the agent's update and control
+change are left out and its weight is 0, as if it had left the federation. The run still stops if the
+target itself, or the server step, turns non-finite.
 """
 from __future__ import annotations
 
@@ -23,6 +29,7 @@ import torch
 
 from .. import aggregators
 from ..checks import check_fields, option
+from ..engine import broadcast
 from .base import Round, check_target
 from .scaffold import CONTROLS, Scaffold
 
@@ -34,12 +41,15 @@ class WaffleWeightedParams:
     server_lr: float = 1.0        # eta_g
     control: str = "II"           # SCAFFOLD's renewal of c_i (the paper's Alg. 2: "II"; "I": the gradient at x)
     c_rule: str = "increments"    # how c moves: "increments" (the paper's Alg. 2) or "weighted_mean" (ours)
+    nonfinite: str = "stop"       # an agent whose training turns non-finite: "stop" the run, or "set_aside" (ours)
 
     def __post_init__(self):
         check_fields(self, {"target": dict(low=0), "delta_omega": dict(low=0, low_open=True, hint="the paper uses 3.2"),
                             "server_lr": dict(low=0, low_open=True)})
         option("control", self.control, CONTROLS)
         option("c_rule", self.c_rule, C_RULES)
+        option("nonfinite", self.nonfinite, ("stop", "set_aside"),
+               "set_aside leaves such an agent out of the weights and every later round (it stays non-finite)")
 
 
 C_RULES = ("increments", "weighted_mean")
@@ -60,12 +70,29 @@ class WaffleWeighted(Scaffold):
         return {**super().init_server(global_params, num_clients),
                 "alpha_hist": torch.full((2, num_clients), float("nan"), dtype=torch.float64, device=dev)}
 
+    @property
+    def sets_aside_nonfinite(self):
+        return self.params.nonfinite == "set_aside"
+
     def aggregate(self, global_params, server, message, rnd: Round):
+        ok = torch.ones(len(rnd.clients), dtype=torch.bool, device=next(iter(message.values())).device)
+        for v in message.values():                      # agents set aside this round: non-finite rows
+            ok &= torch.isfinite(v.reshape(len(v), -1)).all(1)
+        if not bool(ok[self.params.target]):            # the target's own model: nothing to go on with
+            return {k: torch.full_like(v, float("nan")) for k, v in global_params.items()}
+        message = {k: torch.where(broadcast(ok, v), v, torch.zeros_like(v)) for k, v in message.items()}
         updates = {k: message[k] - global_params[k].unsqueeze(0) for k in global_params}   # (N, ...)
-        a0 = aggregators.waffle_weights(updates, self.params.target, rnd.round + 1, self.config.rounds,
-                                        delta_omega=self.params.delta_omega).to(server["alpha_hist"].device)
+        kept = torch.nonzero(ok).flatten()
+        a0 = torch.zeros(len(ok), dtype=torch.float64)
+        a0[kept.cpu()] = aggregators.waffle_weights({k: v[kept] for k, v in updates.items()},
+                                                    int((kept == self.params.target).nonzero()), rnd.round + 1,
+                                                    self.config.rounds, delta_omega=self.params.delta_omega)
+        a0 = a0.to(server["alpha_hist"].device)
         known = [h for h in server["alpha_hist"] if not torch.isnan(h).any()]
         w = torch.stack(known + [a0]).mean(0)                                               # (N,)
+        if not bool(ok.all()):          # an agent set aside now may still carry weight from earlier rounds
+            w = w * ok.to(w)
+            w = w / w.sum()
         server["alpha_hist"] = torch.stack([server["alpha_hist"][1], a0])
         server["weights"] = w
         step = aggregators.weighted_mean(updates, w)

@@ -2,6 +2,7 @@
 per-agent SCAFFOLD loop with ``aggregators.waffle_weights`` and the three-round average, a sweep
 over targets against separate runs, and the recorded weights' schedule."""
 import copy
+import dataclasses
 
 import pytest
 import torch
@@ -153,7 +154,42 @@ def test_weights_sum_to_one_and_concentrate_on_the_target():
     (dict(target=True), "target"),
     (dict(c_rule="mean"), r"c_rule: got the string 'mean'; expected one of \['increments', 'weighted_mean'\]"),
     (dict(control="1"), r"control: got the string '1'; expected one of \['II', 'I'\]"),
+    (dict(nonfinite="skip"), r"nonfinite: got the string 'skip'; expected one of \['stop', 'set_aside'\]"),
 ])
 def test_bad_settings_are_rejected(kw, match):
     with pytest.raises(ValueError, match=match):
         _fed(_data(max_train=4), "logreg", **{"rounds": 2, **kw})
+
+
+def _poisoned(data, agent):
+    """The same data with every training sample of ``agent`` set to NaN: its local training turns non-finite."""
+    x = data.x.clone()
+    x[torch.as_tensor(data.train[agent])] = float("nan")
+    return dataclasses.replace(data, x=x)
+
+
+def test_an_agent_set_aside_leaves_the_run_as_if_it_had_never_joined():
+    """nonfinite="set_aside": with agent 9's samples NaN from round 1, the target's model, c and the other
+    agents' weights equal a run on agents 0-8 alone; the default stops at round 1 and names agent 9."""
+    data, rounds = _data(), 4
+    bad = _poisoned(data, 9)
+    stop = _fed(bad, "logreg", rounds=rounds, target=0)
+    stop.run()
+    assert stop.diverged[0] == {"round": 1, "client": 9, "where": "local training"}
+    kept = _fed(bad, "logreg", rounds=rounds, target=0, nonfinite="set_aside")
+    kept.run()
+    alone = _fed(data.with_parts(data.train[:9], data.test[:9]), "logreg", rounds=rounds, target=0)
+    alone.run()
+    assert kept.diverged[0] is None
+    for k, v in alone.run_params(0).items():
+        torch.testing.assert_close(kept.run_params(0)[k], v, rtol=0, atol=1e-12)
+        torch.testing.assert_close(kept.server[0][f"c.{k}"], alone.server[0][f"c.{k}"], rtol=0, atol=1e-12)
+    for h, g in zip(kept.history, alone.history):
+        assert h["set_aside"] == [9] and h["weights"][9] == 0.0
+        assert h["weights"][:9] == pytest.approx(g["weights"], abs=1e-12)
+
+
+def test_the_target_itself_turning_non_finite_still_stops_the_run():
+    fed = _fed(_poisoned(_data(), 0), "logreg", rounds=2, target=0, nonfinite="set_aside")
+    fed.run()
+    assert fed.diverged[0]["round"] == 1 and fed.diverged[0]["where"] == "server step"
