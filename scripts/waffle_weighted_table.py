@@ -75,12 +75,13 @@ def controls(rows: list[dict]) -> pd.DataFrame:
         out.append({"setting": f"{d['distribution']}, {d['images_per_agent']} images (K = {d['local_steps']}), "
                                f"lr {d['lr']:g}, {d['rounds']} rounds",
                     "method": d["method"], "option": d["control"], "c rule": d["c_rule"] or "–",
-                    "non-finite agent": d["nonfinite"] or "–", "seeds": len(g),
+                    "non-finite agent": d["nonfinite"] or ("stop" if d["method"] == "waffle_weighted" else "–"),
+                    "seeds": len(g),
                     "best": _ms(g["best_acc"]), "final": _ms(g["final_acc"]),
                     "diverged": f"{len(div)} of {len(g)}" + (f" (rounds {', '.join(map(str, div))})" if div else ""),
                     "weight of the agent that diverged": ", ".join(f"{w:.2f}" for w in wts) if len(wts) else "–",   # round order
                     "_order": (ORDER.get(d["distribution"], 9), d["images_per_agent"], d["method"],
-                               d["control"] != "II", d["c_rule"], d["nonfinite"] != "stop")})
+                               d["control"] != "II", d["c_rule"], d["nonfinite"] not in ("", "stop"))})
     out.sort(key=lambda r: r.pop("_order"))   # paper's option II first, then I; the paper's c rule first
     return pd.DataFrame(out)
 
