@@ -1,16 +1,10 @@
 """scripts/scaffold_control_probe.py: its rows and summary against hand-made runs, and one tiny call end to end."""
-import importlib.util
-from pathlib import Path
-
 import pytest
 
 
-def _probe():
-    spec = importlib.util.spec_from_file_location("scaffold_control_probe",
-                                                  Path(__file__).parents[1] / "scripts" / "scaffold_control_probe.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+@pytest.fixture
+def probe(load_script):
+    return load_script("scaffold_control_probe")
 
 
 def _res(alice, diverged=None, weights=None):
@@ -19,8 +13,8 @@ def _res(alice, diverged=None, weights=None):
                         for r, a in enumerate(alice)], "diverged": diverged}
 
 
-def test_rows_of_a_finished_and_a_diverged_run():
-    p = _probe()
+def test_rows_of_a_finished_and_a_diverged_run(probe):
+    p = probe
     ok = {r["metric"]: r["value"] for r in p.run_rows({"seed": 0}, _res([40.0, 90.0, 85.5]))}
     assert ok == {"best_acc": 90.0, "final_acc": 85.5, "diverged_round": None, "diverged_agent": None,
                   "diverged_agent_weight": None, "agents_set_aside": 0, "first_set_aside_round": None}
@@ -34,16 +28,16 @@ def test_rows_of_a_finished_and_a_diverged_run():
                     "diverged_agent_weight": None, "agents_set_aside": 0, "first_set_aside_round": None}
 
 
-def test_rows_count_the_agents_set_aside():
+def test_rows_count_the_agents_set_aside(probe):
     res = _res([50.0, 60.0, 70.0])
     res["history"][1]["set_aside"] = [7]
     res["history"][2]["set_aside"] = [7, 3]
-    got = {r["metric"]: r["value"] for r in _probe().run_rows({"seed": 0}, res)}
+    got = {r["metric"]: r["value"] for r in probe.run_rows({"seed": 0}, res)}
     assert (got["agents_set_aside"], got["first_set_aside_round"], got["final_acc"]) == (2, 1, 70.0)
 
 
-def test_summary_by_hand():
-    p = _probe()
+def test_summary_by_hand(probe):
+    p = probe
     rows = []
     for seed, (curve, stop) in enumerate([([80.0, 90.0], None), ([70.0, 60.0], {"round": 9}), ([95.0, 94.0], None)]):
         rows += p.run_rows({"method": "scaffold", "control": "II", "c_rule": "", "nonfinite": "", "seed": seed}, _res(curve, stop))
@@ -54,14 +48,14 @@ def test_summary_by_hand():
     assert "diverged 1 of 3 (rounds 9)" in line
 
 
-def test_a_tiny_call_runs_both_options_and_writes_nothing(tmp_path, capsys):
-    _probe().main(["--images", "16", "--test-images", "20", "--rounds", "2", "--seeds", "0",
+def test_a_tiny_call_runs_both_options_and_writes_nothing(probe, tmp_path, capsys):
+    probe.main(["--images", "16", "--test-images", "20", "--rounds", "2", "--seeds", "0",
                    "--methods", "scaffold", "--out-root", str(tmp_path), "--no-write"])
     out = capsys.readouterr().out
     assert "scaffold         option II" in out and "scaffold         option I  " in out
     assert not (tmp_path / "results").exists()
 
 
-def test_bad_input_is_named_before_training(tmp_path):
+def test_bad_input_is_named_before_training(probe, tmp_path):
     with pytest.raises(SystemExit):
-        _probe().main(["--rounds", "0", "--out-root", str(tmp_path), "--no-write"])
+        probe.main(["--rounds", "0", "--out-root", str(tmp_path), "--no-write"])

@@ -89,6 +89,16 @@ def _controls(fl):
     return ({k: fl.server[0][f"c.{k}"] for k in names}, {k: fl.private[f"c_i.{k}"][0] for k in names})
 
 
+def _every_round_matches(fl, reference):
+    """Round by round, the federation's x, c and every c_i against the reference loop's."""
+    for x, c, ci in reference:
+        fl.run_round()
+        _assert_params(fl.run_params(0), x)
+        got_c, got_ci = _controls(fl)
+        _assert_params(got_c, c)
+        _assert_params(got_ci, {k: torch.stack([t[k] for t in ci]) for k in x})
+
+
 @pytest.mark.parametrize("kw", [
     dict(),
     dict(weighting="uniform", server_lr=0.8),
@@ -97,13 +107,7 @@ def _controls(fl):
 ])
 def test_every_round_equals_the_per_client_loop(kw):
     fed = _fed()
-    fl = _federation(fed, **kw)
-    for x, c, ci in scaffold_reference(fed, **{**BASE, **kw}):
-        fl.run_round()
-        _assert_params(fl.run_params(0), x)
-        got_c, got_ci = _controls(fl)
-        _assert_params(got_c, c)
-        _assert_params(got_ci, {k: torch.stack([t[k] for t in ci]) for k in x})
+    _every_round_matches(_federation(fed, **kw), scaffold_reference(fed, **{**BASE, **kw}))
 
 
 def test_uniform_full_participation_is_the_weighted_waffle_papers_alg_2():
@@ -149,13 +153,7 @@ def test_option_one_sets_c_i_to_the_local_gradient_at_the_server_model(kw):
     autograd on each client's whole training split, for three rounds of model and control variates."""
     fed = _fed()
     kw = {**BASE, "batch_size": 64, **kw}
-    fl = _federation(fed, control="I", **kw)
-    for x, c, ci in scaffold_reference(fed, control="I", **kw):
-        fl.run_round()
-        _assert_params(fl.run_params(0), x)
-        got_c, got_ci = _controls(fl)
-        _assert_params(got_c, c)
-        _assert_params(got_ci, {k: torch.stack([t[k] for t in ci]) for k in x})
+    _every_round_matches(_federation(fed, control="I", **kw), scaffold_reference(fed, control="I", **kw))
 
 
 def test_option_one_differs_from_option_two_and_a_bad_choice_is_named():
