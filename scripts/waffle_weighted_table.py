@@ -38,6 +38,8 @@ def wide(rows: list[dict], index: list[str]) -> pd.DataFrame:
 
 
 def table1(rows: list[dict]) -> pd.DataFrame:
+    """Full-scale rows only (images_per_agent "all"): a reduced run merged into the same file is not the paper's scale."""
+    rows = [r for r in rows if str(r.get("images_per_agent", "all")) == "all"]
     df = wide(rows, ["distribution", "method", "lr", "seed"])
     out = []
     for (d, m, lr), g in df.groupby(["distribution", "method", "lr"]):

@@ -76,3 +76,10 @@ def test_controls_table_lists_the_weight_of_each_diverged_agent(mod):
                  (("best_acc", 90.0), ("final_acc", None), ("diverged_round", div), ("diverged_agent_weight", w))]
     row = mod.controls(rows).iloc[0]
     assert row["diverged"] == "2 of 2 (rounds 10, 15)" and row["weight of the agent that diverged"] == "0.04, 0.00"   # in round order
+
+
+def test_table1_leaves_out_rows_at_a_reduced_scale(mod):
+    full = [{**r, "images_per_agent": "all"} for r in _run("B", "local", 0.1, 0, 99.5, 99.4, None)]
+    small = [{**r, "images_per_agent": 600} for r in _run("B", "local", 0.1, 1, 90.0, 89.0, None)]
+    t = mod.table1(full + small)
+    assert len(t) == 1 and t.iloc[0]["seeds"] == 1 and t.iloc[0]["best (ours)"] == "99.50"
