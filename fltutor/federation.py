@@ -335,7 +335,8 @@ class Federation:
                     continue
                 e["set_aside"] = cohorts[j][bad[lo:hi]].tolist()   # the method leaves them out of its step
                 e["train_loss"] = float(loss[lo:hi][torch.as_tensor(~bad[lo:hi], device=loss.device)].mean())
-            rnd = Round(cohorts[j], sizes[lo:hi], batches.n_steps[lo:hi], r, self.N)
+            rnd = Round(cohorts[j], sizes[lo:hi], batches.n_steps[lo:hi], r, self.N,
+                        finite=torch.as_tensor(~bad[lo:hi], device=self.device))
             g = {k: v[i] for k, v in self.global_params.items()}
             new = self.methods[i].aggregate(g, self.server[i], {k: v[lo:hi] for k, v in message.items()}, rnd)
             if not all(bool(torch.isfinite(t).all()) for t in new.values()):

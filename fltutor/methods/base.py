@@ -108,6 +108,7 @@ class Round:
     n_steps: Tensor               # (C,) local steps each took
     round: int                    # 0-based
     num_clients: int              # N
+    finite: Tensor | None = None  # (C,) bool: whose message is finite (None: all; see ``sets_aside_nonfinite``)
 
 
 @dataclass

@@ -34,6 +34,9 @@ from .base import Round, check_target
 from .scaffold import CONTROLS, Scaffold
 
 
+C_RULES = ("increments", "weighted_mean")
+
+
 @dataclass
 class WaffleWeightedParams:
     target: int = 0               # the agent the model is for ("Alice")
@@ -50,9 +53,6 @@ class WaffleWeightedParams:
         option("c_rule", self.c_rule, C_RULES)
         option("nonfinite", self.nonfinite, ("stop", "set_aside"),
                "set_aside leaves such an agent out of the weights and every later round (it stays non-finite)")
-
-
-C_RULES = ("increments", "weighted_mean")
 
 
 class WaffleWeighted(Scaffold):
@@ -75,9 +75,8 @@ class WaffleWeighted(Scaffold):
         return self.params.nonfinite == "set_aside"
 
     def aggregate(self, global_params, server, message, rnd: Round):
-        ok = torch.ones(len(rnd.clients), dtype=torch.bool, device=next(iter(message.values())).device)
-        for v in message.values():                      # agents set aside this round: non-finite rows
-            ok &= torch.isfinite(v.reshape(len(v), -1)).all(1)
+        dev = next(iter(message.values())).device
+        ok = torch.ones(len(rnd.clients), dtype=torch.bool, device=dev) if rnd.finite is None else rnd.finite.to(dev)
         if not bool(ok[self.params.target]):            # the target's own model: nothing to go on with
             return {k: torch.full_like(v, float("nan")) for k, v in global_params.items()}
         message = {k: torch.where(broadcast(ok, v), v, torch.zeros_like(v)) for k, v in message.items()}
