@@ -403,8 +403,45 @@ def cmd_run(args) -> int:
     return EXIT_DIVERGED if lines else 0
 
 
+def merge_pairs(sources, into) -> list[tuple[Path, Path]]:
+    """(source folder, destination folder) per results folder named on the command line: a paper's folder
+    (it holds *.csv) goes to ``into/<its name>``; a results root goes paper folder by paper folder."""
+    pairs = []
+    for src in map(Path, sources):
+        if not src.is_dir():
+            raise CLIError(f"merge: {str(src)!r} is not a folder; give a results folder (…/results/gma) or a whole "
+                           f"results/ root of another checkout")
+        if any(src.glob("*.csv")):
+            pairs.append((src, Path(into) / src.name))
+            continue
+        subs = sorted(d for d in src.iterdir() if d.is_dir() and any(d.glob("*.csv")))
+        if not subs:
+            raise CLIError(f"merge: {src} holds no tables (*.csv), neither directly nor in a paper folder")
+        pairs += [(d, Path(into) / d.name) for d in subs]
+    return pairs
+
+
+def cmd_merge(args) -> int:
+    """Merge results tables from other checkouts or machines into this one's (``results.merge_folder``)."""
+    from .results import merge_folder
+    pairs = merge_pairs(args.sources, args.into)
+    try:   # check every folder before writing any: a conflict anywhere stops the whole merge
+        for src, dst in pairs:
+            merge_folder(src, dst, replace=args.replace, dry_run=True)
+        for src, dst in pairs:
+            for r in merge_folder(src, dst, replace=args.replace, dry_run=args.dry_run):
+                verb = "would get" if args.dry_run else ("new table," if r["created"] else "got")
+                print(f"{dst / r['table']}: {verb} {r['added']} new row(s), {r['replaced']} replaced, "
+                      f"{len(r['new_parts'])} new command(s)", flush=True)
+                for c in r["new_parts"]:
+                    print(f"    {c}", flush=True)
+    except ValueError as err:
+        raise CLIError(str(err)) from None
+    return 0
+
+
 def build_parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
-    """The top-level parser and its 'run' subcommand."""
+    """The top-level parser and its 'run' subcommand ('merge' is the other)."""
     listing = "notebooks:\n" + notebook_listing()
     ap = argparse.ArgumentParser(prog="python -m fltutor", description="fltutor: run the tutorial notebooks headless",
                                  epilog=listing + "\n\npython -m fltutor run NN --help lists notebook NN's parameters.",
@@ -423,6 +460,15 @@ def build_parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     run.add_argument("--fresh", action="store_true",
                      help="delete each notebook's cached cells and checkpoints (run_root) first and train from scratch")
     run.add_argument("--no-progress", dest="progress", action="store_false", help="hide papermill's cell progress bar")
+    merge = sub.add_parser("merge", help="merge results tables made in another checkout or on another machine",
+                           description="Add the rows of results tables made elsewhere (a git worktree, a GPU machine) to "
+                                       "this checkout's results/, with their commands under each JSON's parts. Rows "
+                                       "already here are left alone; a row here with another value stops the merge "
+                                       "unless --replace.")
+    merge.add_argument("sources", nargs="+", help="results folders: one paper's (…/results/gma) or a whole results/ root")
+    merge.add_argument("--into", default=str(ROOT / "results"), help="results root to merge into (default: this checkout's)")
+    merge.add_argument("--replace", action="store_true", help="where a row has another value here, keep the source's")
+    merge.add_argument("--dry-run", action="store_true", help="say what would change and write nothing")
     return ap, run
 
 
@@ -431,8 +477,10 @@ def main(argv=None) -> int:
     ap, run = build_parser()
     args = ap.parse_args(argv)
     try:
-        return cmd_run(args)
+        return cmd_merge(args) if args.cmd == "merge" else cmd_run(args)
     except CLIError as err:
+        if args.cmd == "merge":
+            ap.exit(2, f"python -m fltutor merge: error: {err}\n")
         run.error(str(err))   # usage line, the message, exit status 2
 
 

@@ -24,7 +24,7 @@ import numpy as np
 from . import __version__
 from .checkpoint import atomic_write_json
 
-__all__ = ["provenance", "write_table", "merge_rows", "read_table", "summarize", "paired_difference", "provenance_comments", "RESULTS_DIR",
+__all__ = ["provenance", "write_table", "merge_rows", "merge_folder", "read_table", "summarize", "paired_difference", "provenance_comments", "RESULTS_DIR",
            "selfcheck_enabled", "folder_from_cli", "table_from_cli",
            "check_notebook_results"]
 
@@ -223,6 +223,72 @@ def table_from_cli(description: str, paper: str, name: str, missing_hint: str) -
     if got is None:
         raise SystemExit(f"no {folder}/{name}.csv yet: {missing_hint}")
     return got
+
+
+# ---- bringing tables made elsewhere home ----------------------------------------------------------
+_TABLE_KEYS = ("rows", "columns", "table", "parts")
+
+
+def _parts(meta: dict) -> list[dict]:
+    """The commands that wrote a table: ``parts``, or the table's own provenance for one written in one go."""
+    return [dict(p) for p in meta.get("parts") or ([{k: v for k, v in meta.items() if k not in _TABLE_KEYS}] if meta else [])]
+
+
+def merge_folder(src, dst, *, replace: bool = False, dry_run: bool = False) -> list[dict]:
+    """Merge every table of the results folder ``src`` into ``dst`` and say what changed, one dict per table.
+
+    For tables made in another checkout or on another machine (a git worktree running a long protocol,
+    a GPU box): ``src/<name>.csv`` rows that ``dst`` lacks are added and ``dst/<name>.json`` lists
+    ``src``'s commands under ``parts`` (the newest at the top level), so every row keeps its provenance.
+    Rows already in ``dst`` with the same value change nothing, so merging a copy of ``dst`` that grew
+    is safe and merging twice is a no-op. A row whose identity (every column but ``value``) is in ``dst``
+    with another value is a conflict: nothing is written and ValueError names it, unless ``replace``
+    (then ``src``'s value wins, as a rerun replaces its own rows). New rows from a table whose JSON
+    names no command that ``dst`` lacks are refused: they would have no provenance."""
+    src, dst = Path(src), Path(dst)
+    if not src.is_dir():
+        raise ValueError(f"merge: source {str(src)!r} is not a folder; give a results folder such as "
+                         f"/path/to/checkout/results/waffle_weighted")
+    if dst.exists() and src.resolve() == dst.resolve():
+        raise ValueError(f"merge: source and destination are the same folder ({src})")
+    names = sorted(p.stem for p in src.glob("*.csv"))
+    if not names:
+        raise ValueError(f"merge: no tables (*.csv) in {src}")
+    plans = []
+    for name in names:
+        s_rows, s_meta = read_table(src, name)
+        if not s_meta:
+            raise ValueError(f"merge: {src / name}.csv has no {name}.json beside it, so its rows have no provenance")
+        got = read_table(dst, name)
+        d_rows, d_meta = got if got is not None else ([], {})
+        cols = list(dict.fromkeys([k for r in [*d_rows, *s_rows] for k in r]))
+        key = lambda r, skip=(): tuple("" if r.get(c) is None else str(r.get(c)) for c in cols if c not in skip)
+        have_full = {key(r) for r in d_rows}
+        have_value = {key(r, ("value",)): r.get("value") for r in d_rows}
+        new = [r for r in s_rows if key(r) not in have_full]
+        clash = [r for r in new if key(r, ("value",)) in have_value]
+        d_parts, s_parts = _parts(d_meta), _parts(s_meta)
+        seen = {(p.get("command"), p.get("date")) for p in d_parts}
+        new_parts = [p for p in s_parts if (p.get("command"), p.get("date")) not in seen]
+        if clash and not replace:
+            r = clash[0]
+            what = ", ".join(f"{c}={r.get(c)}" for c in cols if c != "value" and r.get(c) not in (None, ""))
+            raise ValueError(f"merge: {len(clash)} row(s) of {src / name}.csv give another value than {dst / name}.csv, "
+                             f"first {what}: {r.get('value')} here, {have_value[key(r, ('value',))]} there; nothing was "
+                             f"written. Pass replace=True (--replace) to keep the source's values")
+        if new and not new_parts:
+            raise ValueError(f"merge: {src / name}.csv has {len(new)} row(s) that {dst / name}.csv lacks, but "
+                             f"{name}.json names no command that {dst} does not already list")
+        plans.append((name, d_rows, new, d_parts, new_parts,
+                      {"table": name, "added": len(new) - len(clash), "replaced": len(clash),
+                       "new_parts": [p.get("command") for p in new_parts], "created": got is None}))
+    if not dry_run:   # every table was checked before the first write
+        for name, d_rows, new, d_parts, new_parts, _ in plans:
+            if new or new_parts:
+                parts = d_parts + new_parts
+                latest = max(parts, key=lambda p: str(p.get("date") or ""))
+                write_table(dst, name, merge_rows(d_rows, new), {**latest, "parts": parts})
+    return [report for *_, report in plans]
 
 
 # ---- the self-check every notebook ends with -----------------------------------------------------
