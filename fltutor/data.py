@@ -446,6 +446,7 @@ class FederatedData:
     source: str = "unknown"                   # where x came from: "torchvision", "bundled", "standin"
     fingerprint: str = field(default="", init=False)
     _tensor_hash: str | None = field(default=None, repr=False, compare=False)   # of x, y, x_test, y_test
+    _hashed: tuple = field(default=(), repr=False, compare=False)   # ids of the tensors _tensor_hash was taken of
 
     def __post_init__(self):
         if len(self.train) != len(self.test):
@@ -458,8 +459,13 @@ class FederatedData:
         if empty:
             raise ValueError(f"FederatedData: clients {empty[:5]} have no training data; "
                              "use a partition that gives every client samples")
-        if self._tensor_hash is None:   # the tensors too: FedCMNIST colours or a test subset change them, not the parts
+        # the tensors too: FedCMNIST colours or a test subset change them, not the parts. A hash handed over
+        # counts only for the very tensors it was taken of (``with_parts``); ``dataclasses.replace(fed, x=...)``
+        # copies the old hash with new tensors, so it is taken again rather than reused for other data
+        ids = tuple(id(t) for t in (self.x, self.y, self.x_test, self.y_test))
+        if self._tensor_hash is None or self._hashed != ids:
             self._tensor_hash = tensor_hash(self.x, self.y, self.x_test, self.y_test)
+        self._hashed = ids
         h = hashlib.sha256(self._tensor_hash.encode())
         for part in list(self.train) + list(self.test):
             h.update(np.asarray(part, dtype=np.int64).tobytes() + b"|")
@@ -472,7 +478,7 @@ class FederatedData:
     def with_parts(self, train: Sequence[np.ndarray], test: Sequence[np.ndarray]) -> "FederatedData":
         """The same tensors with another partition (e.g. another seed's), for the runs of one sweep."""
         return FederatedData(self.x, self.y, list(train), list(test), self.x_test, self.y_test, self.groups,
-                             self.group_names, self.source, _tensor_hash=self._tensor_hash)
+                             self.group_names, self.source, _tensor_hash=self._tensor_hash, _hashed=self._hashed)
 
 
 def make_federated(train_set, parts: Sequence[np.ndarray], *, test_fraction: float, seed: int,

@@ -117,3 +117,21 @@ def test_fingerprint_covers_the_tensors_not_only_the_partition():
     assert FederatedData(x, y, *parts, x_test=x[:1], y_test=y[:1]).fingerprint != a.fingerprint
     assert FederatedData(x.clone(), y.clone(), *parts, x_test=x[:2], y_test=y[:2]).fingerprint == a.fingerprint
     assert a.with_parts(*parts).fingerprint == a.fingerprint
+
+
+def test_dataclasses_replace_with_new_tensors_takes_a_new_fingerprint(monkeypatch):
+    # dataclasses.replace copies the private hash too; it must not vouch for the new pixels (a sweep would
+    # reload another dataset's runs from its cache), while with_parts, same tensors, reuses it unhashed
+    import dataclasses
+    import numpy as np
+    import torch
+    from fltutor import data
+    x, y = torch.zeros(6, 1, 2, 2), torch.arange(6) % 2
+    parts = [np.array([0, 1]), np.array([2, 3])], [np.array([4]), np.array([5])]
+    a = data.FederatedData(x, y, *parts, x_test=x[:2], y_test=y[:2])
+    b = dataclasses.replace(a, x=x + 1, x_test=x[:2] + 1)                       # e.g. inputs rescaled to [0, 1]
+    assert b.fingerprint != a.fingerprint
+    assert b.fingerprint == data.FederatedData(x + 1, y, *parts, x_test=x[:2] + 1, y_test=y[:2]).fingerprint
+    calls = []
+    monkeypatch.setattr(data, "tensor_hash", lambda *t: calls.append(1) or "x")
+    assert a.with_parts(*parts).fingerprint == a.fingerprint and not calls

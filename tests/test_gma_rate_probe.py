@@ -1,0 +1,55 @@
+"""scripts/gma_rate_probe.py: its [0, 1] inputs against the raw bytes, and its rows on a tiny run with a divergence."""
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from fltutor import data as fdata
+from fltutor.scenarios import gma_data
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def probe(load_script):
+    return load_script("gma_rate_probe")
+
+
+@pytest.fixture
+def small(monkeypatch):
+    """The first 300 training and 200 test images of the bundled FMNIST subset (FLTUTOR_DATA unset)."""
+    monkeypatch.delenv("FLTUTOR_DATA", raising=False)
+    with pytest.warns(UserWarning):
+        tr, te = fdata.load("fashionmnist", train=True), fdata.load("fashionmnist", train=False)
+    n_train, n_test = 300, 200
+    return dataclasses.replace(tr, x=tr.x[:n_train], y=tr.y[:n_train]), dataclasses.replace(te, x=te.x[:n_test], y=te.y[:n_test])
+
+
+def test_unit_inputs_are_the_raw_pixels_over_255(probe, small):
+    tr, te = small
+    fed = gma_data("fashionmnist", "label", 10, seed=0, train_set=tr, test_set=te)
+    unit = probe.unit_inputs(fed, "fashionmnist")
+    raw = np.load(ROOT / "data" / "bundled" / "fashionmnist.npz")            # what ToTensor() reads: uint8 / 255
+    want_test = torch.from_numpy(raw["x_test"][:200].astype(np.float32) / 255).unsqueeze(1)
+    torch.testing.assert_close(unit.x_test, want_test, atol=1e-6, rtol=0)
+    assert float(unit.x.min()) >= -1e-6 and float(unit.x.max()) <= 1 + 1e-6
+    assert unit.train == fed.train and torch.equal(unit.y, fed.y) and unit.fingerprint != fed.fingerprint
+
+
+def test_rows_of_a_tiny_probe_with_one_diverging_rate(probe, small, tmp_path):
+    tr, te = small
+    fed = gma_data("fashionmnist", "label", 10, seed=0, train_set=tr, test_set=te)
+    datas = {("standardized", 0): fed, ("unit", 0): probe.unit_inputs(fed, "fashionmnist")}
+    said = []
+    rows = probe.probe(datas, dataset="fashionmnist", clients=10, lrs=[0.01, 1e30], momenta=[0.9], batch_sizes=[16],
+                       seeds=[0], rounds=2, out_root=tmp_path, say=said.append)
+    got = {(r["inputs"], r["lr"], r["metric"]): r["value"] for r in rows}
+    assert len(rows) == 2 * 2 * 3 and len(said) == 4
+    for inputs in ("standardized", "unit"):
+        assert got[inputs, 1e30, "diverged_round"] == 1                       # a rate of 1e30 overflows in round 1
+        assert got[inputs, 1e30, "best_global_acc"] is None and got[inputs, 1e30, "final_global_acc"] is None
+        assert got[inputs, 0.01, "diverged_round"] is None
+        assert 0 <= got[inputs, 0.01, "final_global_acc"] <= got[inputs, 0.01, "best_global_acc"] <= 100
+    assert any("diverged at round 1" in s for s in said)
