@@ -122,21 +122,41 @@ def print_mask_probe(rows: list[dict], meta: dict) -> None:
               + " | ".join(spread(final.get(m)) for m in ("cum_ratio", "cum_cos")) + " |")
 
 
+def print_rate_probe(rows: list[dict], meta: dict) -> None:
+    """One line per (inputs, batch, client rate, momentum): best and final accuracy over seeds, or the divergences."""
+    groups: dict[tuple, dict[str, list]] = {}
+    for r in rows:
+        k = (r["dataset"], r["clients"], r["inputs"], r["batch_size"], r["lr"], r["momentum"], r["server_lr"], r["rounds"])
+        groups.setdefault(k, {}).setdefault(r["metric"], []).append(r["value"])
+    print(*results.provenance_comments(meta), sep="\n")
+    print("| setting | inputs | batch | client lr | momentum | server lr | rounds | seeds | best | final | diverged |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for (ds, n, inputs, bs, lr, mom, g, rounds), m in sorted(groups.items()):
+        stops = [int(v) for v in m.get("diverged_round", []) if v is not None]
+        seeds = len(m.get("diverged_round", []))
+        best, final = ([v for v in m.get(k, []) if v is not None] for k in ("best_global_acc", "final_global_acc"))
+        fmt = lambda v: "—" if not v else (f"{v[0]:.2f}" if len(v) == 1 else "{:.2f} ± {:.2f}".format(*mean_std(v)))
+        print(f"| {ds} label {n} | {inputs} | {bs} | {lr:g} | {mom:g} | {g:g} | {rounds} | {seeds} | {fmt(best)} | "
+              f"{fmt(final)} | {f'{len(stops)} of {seeds}, round {min(stops)}' if stops else '–'} |")
+
+
 # (table, heading, printer), in the order they are printed
 SECTIONS = (("table10", "Table 10", print_table10),
             ("tables2_3", "Tables 2-3", print_tables2_3),
             ("server_rate", "Table 2's rows at server rates above 1 (scripts/gma_server_rate.py; best of the evaluated "
                             "rounds)", print_tables2_3),
-            ("mask_probe", "GMA's mask, round by round (scripts/gma_mask_probe.py)", print_mask_probe))
+            ("mask_probe", "GMA's mask, round by round (scripts/gma_mask_probe.py)", print_mask_probe),
+            ("rate_probe", "Table 10's setting on the whole data, FedAvg only: client rate x batch x input scaling "
+                           "(scripts/gma_rate_probe.py)", print_rate_probe))
 
 
 def main() -> None:
     folder = results.folder_from_cli(__doc__.splitlines()[0], "gma")
     got = {name: results.read_table(folder, name) for name, _, _ in SECTIONS}
     if not any(got.values()):
-        raise SystemExit(f"no {folder}/table10.csv, tables2_3.csv, server_rate.csv or mask_probe.csv yet: run "
+        raise SystemExit(f"no {folder}/table10.csv, tables2_3.csv, server_rate.csv, mask_probe.csv or rate_probe.csv yet: run "
                          "configs/03_table10.yaml (or _reduced on a CPU), configs/03_paper.yaml (or 03_table2_cpu.yaml "
-                         "on a CPU), scripts/gma_server_rate.py or scripts/gma_mask_probe.py")
+                         "on a CPU), scripts/gma_server_rate.py, scripts/gma_mask_probe.py or scripts/gma_rate_probe.py")
     printed = False
     for name, heading, printer in SECTIONS:
         if got[name]:

@@ -53,3 +53,23 @@ def test_rows_of_a_tiny_probe_with_one_diverging_rate(probe, small, tmp_path):
         assert got[inputs, 0.01, "diverged_round"] is None
         assert 0 <= got[inputs, 0.01, "final_global_acc"] <= got[inputs, 0.01, "best_global_acc"] <= 100
     assert any("diverged at round 1" in s for s in said)
+
+
+def test_gma_table_prints_the_probe_by_hand(tmp_path, capsys, monkeypatch):
+    from fltutor import results
+    from test_results import run_script
+
+    def rows(inputs, lr, seed, best, final, stop):
+        ids = {"dataset": "fashionmnist", "skew": "label", "clients": 10, "algorithm": "fedavg", "aggregation": "AVG",
+               "inputs": inputs, "batch_size": 32, "lr": lr, "momentum": 0.9, "server_lr": 1.0, "seed": seed,
+               "rounds": 10, "eval_every": 1}
+        return [{**ids, "metric": m, "value": v} for m, v in
+                (("best_global_acc", best), ("final_global_acc", final), ("diverged_round", stop))]
+    table = (rows("unit", 0.05, 0, 41.2, 10.0, None) + rows("unit", 0.05, 1, 43.2, 12.0, None)
+             + rows("standardized", 0.1, 0, None, None, 3) + rows("standardized", 0.1, 1, 70.0, 69.0, None))
+    results.write_table(tmp_path, "rate_probe", table, results.provenance(command="probe", scale="full data"))
+    run_script(monkeypatch, "gma_table", tmp_path)
+    out = capsys.readouterr().out
+    # by hand: best 41.2 and 43.2 -> 42.20 ± 1.41, final 10 and 12 -> 11.00 ± 1.41; one of two seeds diverged at round 3
+    assert "| fashionmnist label 10 | unit | 32 | 0.05 | 0.9 | 1 | 10 | 2 | 42.20 ± 1.41 | 11.00 ± 1.41 | – |" in out
+    assert "| fashionmnist label 10 | standardized | 32 | 0.1 | 0.9 | 1 | 10 | 2 | 70.00 | 69.00 | 1 of 2, round 3 |" in out
