@@ -37,10 +37,23 @@ def with_diverged(rows: list[dict], by: list[str], metric: str) -> dict:
     return st
 
 
+def momentum_of(r: dict) -> float:
+    """A row's client momentum; rows written before the column existed ran at the paper's 0.9."""
+    return 0.9 if r.get("momentum") is None else r["momentum"]
+
+
 def print_table10(rows: list[dict], meta: dict) -> None:
+    print(*results.provenance_comments(meta), sep="\n")
+    grids = sorted({momentum_of(r) for r in rows}, reverse=True)
+    for m in grids:   # one grid per client momentum: the paper's 0.9 first
+        if len(grids) > 1:
+            print(f"\nclient momentum {m:g}" + (" (the paper's)" if m == 0.9 else "") + "\n")
+        print_grid([r for r in rows if momentum_of(r) == m])
+
+
+def print_grid(rows: list[dict]) -> None:
     by = ["aggregation", "server_lr", "lr"]
     best, last = with_diverged(rows, by, "best_global_acc"), with_diverged(rows, by, "last10_global_acc")
-    print(*results.provenance_comments(meta), sep="\n")
     print("| server lr | client lr | AVG best | GMA best | GMA − AVG | beyond spread? | AVG last 10 | GMA last 10 "
           "| paper AVG / GMA |")
     print("|---|---|---|---|---|---|---|---|---|")
@@ -61,7 +74,8 @@ def print_tables2_3(rows: list[dict], meta: dict) -> None:
     # a row of the table: setting, algorithm, how the pair was chosen, and the pair itself when AVG and GMA
     # share it ("own": each its own pick, shown in the cells)
     for r in rows:
-        r["pair"] = "own" if r["lr_choice"] == "own" else f"{r['lr']:g} / {r['server_lr']:g}"
+        r["pair"] = ("own" if r["lr_choice"] == "own" else f"{r['lr']:g} / {r['server_lr']:g}") + (
+            "" if momentum_of(r) == 0.9 else f", client momentum {momentum_of(r):g}")
     by = ["dataset", "skew", "clients", "algorithm", "lr_choice", "pair"]
     best = with_diverged(rows, by + ["aggregation"], "best_global_acc")
     last = with_diverged(rows, by + ["aggregation"], "last10_global_acc")
@@ -142,6 +156,8 @@ def print_rate_probe(rows: list[dict], meta: dict) -> None:
 
 # (table, heading, printer), in the order they are printed
 SECTIONS = (("table10", "Table 10", print_table10),
+            ("table10_momentum0", "Table 10's grid at client momentum 0 (the paper's is 0.9; python -m fltutor run 03 -f "
+                                  "configs/03_table10_reduced.yaml -p momentum 0)", print_table10),
             ("tables2_3", "Tables 2-3", print_tables2_3),
             ("server_rate", "Table 2's rows at server rates above 1 (scripts/gma_server_rate.py; best of the evaluated "
                             "rounds)", print_tables2_3),

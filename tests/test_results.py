@@ -89,6 +89,17 @@ def test_gma_table_script_prints_the_grid_with_spread_and_the_papers_values(tmp_
     assert "| 2 | 0.01 | 51.00 ± 1.41 | 60.50 ± 0.71 | +9.50 | yes | — | — | 82.42 / 86.9 |" in out
 
 
+def test_gma_table_script_keeps_a_grid_at_another_client_momentum_apart(tmp_path, capsys, monkeypatch):
+    # rows without a momentum (written before the column) are the paper's 0.9; a momentum-0 grid must not pool
+    rows = [{"aggregation": agg, "server_lr": 1.0, "lr": 0.1, "momentum": m, "seed": 0, "metric": "best_global_acc",
+             "value": v} for agg, m, v in (("AVG", None, 10.0), ("GMA", None, 12.0), ("AVG", 0.0, 80.0), ("GMA", 0.0, 84.0))]
+    results.write_table(tmp_path, "table10", rows, results.provenance(command="test", scale="reduced scale: test"))
+    run_script(monkeypatch, "gma_table", tmp_path)
+    out = capsys.readouterr().out
+    assert out.index("client momentum 0.9 (the paper's)") < out.index("| 1 | 0.1 | 10.00 | 12.00 | +2.00 |") \
+        < out.index("client momentum 0\n") < out.index("| 1 | 0.1 | 80.00 | 84.00 | +4.00 |")
+
+
 def test_waffle_ibp_table_script_against_a_table_computed_by_hand(tmp_path, capsys, monkeypatch):
 
     def row(mode, method, seed, metric, value, variant="", minority="0-2-4-6-8"):
