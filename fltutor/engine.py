@@ -249,8 +249,19 @@ def local_steps(state: State, x: Tensor, y: Tensor, batches: Batches, step: Step
     return state, loss_sum / batches.n_steps.to(loss_sum.dtype)
 
 
+def clip_rows_(grads: Params, clip_norm: Tensor) -> None:
+    """Scale each row's gradient, in place, to an L2 norm (over all its tensors) of at most ``clip_norm``
+    (P,), as ``torch.nn.utils.clip_grad_norm_`` does for one model (factor max_norm / (norm + 1e-6),
+    capped at 1); a row whose ``clip_norm`` is 0 is left alone."""
+    norm = sum(g.flatten(1).pow(2).sum(1) for g in grads.values()).sqrt()
+    coef = torch.where(clip_norm > 0, (clip_norm / (norm + 1e-6)).clamp(max=1.0), torch.ones_like(norm))
+    for g in grads.values():
+        g.mul_(broadcast(coef.to(g.dtype), g))
+
+
 def train(model: nn.Module, params: Params, x: Tensor, y: Tensor, batches: Batches, *, lr: Tensor,
           momentum: Tensor | None = None, weight_decay: Tensor | None = None, prox_mu: Tensor | None = None,
+          clip_norm: Tensor | None = None,
           correction: Params | None = None, private: Params | None = None, private_lr: Tensor | None = None,
           private_optimizer: str = "sgd", inputs: Callable | None = None, extra_loss: Callable | None = None,
           project: Callable | None = None) -> tuple[Params, Params, Tensor]:
@@ -258,6 +269,8 @@ def train(model: nn.Module, params: Params, x: Tensor, y: Tensor, batches: Batch
 
     - ``lr``, ``momentum``, ``weight_decay``, ``prox_mu``: numbers or (P,) per-row values (None: off);
     - ``prox_mu``: FedProx's gradient mu (w - w_start) (Li et al. 2020, eq. 2);
+    - ``clip_norm``: each row's mini-batch gradient of ``params`` is clipped to this L2 norm (0 or None:
+      off) before weight decay, the proximal term and the correction are added;
     - ``correction``: a constant added to every gradient (SCAFFOLD's c - c_i);
     - ``private``: per-row parameters that train beside ``params`` with their own rule
       (``private_optimizer`` "sgd" or "adam", moments fresh each call, rate ``private_lr``);
@@ -265,9 +278,10 @@ def train(model: nn.Module, params: Params, x: Tensor, y: Tensor, batches: Batch
       added to the loss; ``project(private)``: applied after each step (e.g. clamping).
     """
     P = batches.idx.shape[0]
-    lr, momentum, weight_decay, prox_mu, private_lr = (_rows(v, P, x) for v in
-                                                       (lr, momentum, weight_decay, prox_mu, private_lr))
+    lr, momentum, weight_decay, prox_mu, private_lr, clip_norm = (
+        _rows(v, P, x) for v in (lr, momentum, weight_decay, prox_mu, private_lr, clip_norm))
     names, pnames = list(params), list(private or {})
+    use_clip = clip_norm is not None and bool((clip_norm != 0).any())
     use_mom = momentum is not None and bool((momentum != 0).any())
     use_wd = weight_decay is not None and bool((weight_decay != 0).any())
     use_prox = prox_mu is not None and bool((prox_mu != 0).any())
@@ -295,6 +309,8 @@ def train(model: nn.Module, params: Params, x: Tensor, y: Tensor, batches: Batch
         grads = torch.autograd.grad(total.sum(), list(p.values()) + list(q.values()))
         g_p, g_q = dict(zip(names, grads[: len(names)])), dict(zip(pnames, grads[len(names):]))
         with torch.no_grad():
+            if use_clip:
+                clip_rows_(g_p, clip_norm)
             # a row that takes no step gets rate 0 and keeps its momentum buffer (factor 1, no new gradient)
             step_lr = lr if on is None else lr * on
             for k in names:
@@ -357,13 +373,15 @@ def _rows(value, P: int, like: Tensor) -> Tensor | None:
 # ---- the per-client reference loop -------------------------------------------------------
 def train_client(model: nn.Module, params: Params, x: Tensor, y: Tensor, *, local_epochs: int,
                  batch_size: int, lr: float, momentum: float = 0.0, weight_decay: float = 0.0,
-                 prox_mu: float = 0.0, correction: Params | None = None,
+                 prox_mu: float = 0.0, correction: Params | None = None, clip_norm: float = 0.0,
                  generator: torch.Generator) -> tuple[Params, float]:
     """Reference: plain local SGD on one client, the way a tutorial writes it.
 
     Starts from ``params``, optionally adds FedProx's (mu/2)||w - w_start||^2, and returns
     the trained parameters and the mean mini-batch loss. ``correction`` is a constant added
     to every gradient: SCAFFOLD passes c - c_i (Karimireddy et al. 2020, Alg. 1 line 10).
+    ``clip_norm`` > 0 clips the mini-batch loss's gradient with ``torch.nn.utils.clip_grad_norm_``
+    before the proximal gradient and the correction are added.
     """
     if not lr > 0:
         raise ValueError(f"lr: {lr!r} must be > 0; WAFFLe uses 0.04 (MNIST) and 0.02 (FMNIST)")
@@ -375,13 +393,15 @@ def train_client(model: nn.Module, params: Params, x: Tensor, y: Tensor, *, loca
         pos = pos.to(x.device)
         loss = F.cross_entropy(model(x[pos]), y[pos])
         losses.append(loss.item())
-        if prox_mu:
-            loss = loss + 0.5 * prox_mu * sum(((p - start[k]) ** 2).sum() for k, p in model.named_parameters())
         opt.zero_grad()
         loss.backward()
-        if correction is not None:
-            with torch.no_grad():
-                for k, p in model.named_parameters():
+        if clip_norm:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
+        with torch.no_grad():
+            for k, p in model.named_parameters():
+                if prox_mu:   # the gradient of (mu/2)||w - w_start||^2
+                    p.grad.add_(p - start[k], alpha=prox_mu)
+                if correction is not None:
                     p.grad.add_(correction[k])
         opt.step()
     return get_params(model), float(sum(losses) / len(losses))

@@ -1,13 +1,16 @@
-"""Does SCAFFOLD's option I keep SCAFFOLD and weighted WAFFLE finite where option II diverges?
+"""Does SCAFFOLD's option I (or gradient clipping) keep SCAFFOLD and weighted WAFFLE finite where option II diverges?
 
     FLTUTOR_DATA=/path/to/datasets python scripts/scaffold_control_probe.py                  # C, 480 images, lr 0.1
     FLTUTOR_DATA=... python scripts/scaffold_control_probe.py --distribution "A*" --images 0  # 0: every image
+    FLTUTOR_DATA=... python scripts/scaffold_control_probe.py --controls II --clip-norms 1 10  # clipped gradients
 
 Karimireddy et al. (2020, Alg. 1 line 12) give two ways for a client to renew its control variate:
 option I, the gradient of its loss at the server model (one more pass over its data), and option II,
 read off the distance its local path travelled. The weighted-averaging WAFFLE paper writes option II
 (its Alg. 2), and with it both methods turn non-finite at lr 0.1 here (notebook 04, section 9). A path
 that went wrong feeds option II's next correction; option I's correction does not depend on the path.
+Without momentum option II's c_i+ is the mean raw gradient along the path, so clipping every mini-batch
+gradient at G (``--clip-norms``; the paper states no clipping) bounds every |c_i| by G: a third candidate.
 This trains both methods with each option on the same data and seeds (the paper's MNIST setting:
 LeNet-5, SGD at ``--lr``, batch 32, one local epoch, every agent every round, SCAFFOLD with uniform
 weights, WAFFLE with ΔΩ = 3.2) and scores Alice (agent 0) on ``--test-images`` of her test images
@@ -57,15 +60,20 @@ def run_rows(ids: dict, res: dict) -> list[dict]:
 def summary(rows: list[dict]) -> list[str]:
     """One line per (method, control, c rule, non-finite rule): best mean ± sd over seeds, and how many diverged, when."""
     out = []
-    key = lambda r: (r["method"], r["control"], r.get("c_rule") or "", r.get("nonfinite") or "")  # noqa: E731
-    for (m, ctl, rule, nf), got in results.summarize(rows, ["method", "control", "c_rule", "nonfinite"], "best_acc").items():
-        mine = [r for r in rows if key(r) == (m, ctl, rule or "", nf or "")]
+    rows = [{**r, "grad_clip_norm": float(r.get("grad_clip_norm") or 0)} for r in rows]   # rows from before clipping: 0
+    key = lambda r: (r["method"], r["control"], r.get("c_rule") or "", r.get("nonfinite") or "",  # noqa: E731
+                     float(r.get("grad_clip_norm") or 0))
+    cols = ["method", "control", "c_rule", "nonfinite", "grad_clip_norm"]
+    for (m, ctl, rule, nf, clip), got in results.summarize(rows, cols, "best_acc").items():
+        clip = float(clip or 0)
+        mine = [r for r in rows if key(r) == (m, ctl, rule or "", nf or "", clip)]
         stops = sorted(int(r["value"]) for r in mine if r["metric"] == "diverged_round" and r["value"] is not None)
         finals = [r["value"] for r in mine if r["metric"] == "final_acc" and r["value"] is not None]
         n = got["n"] + got["missing"]
         fin = f"final {np.mean(finals):6.2f}" if finals else "final    –  "
         best = "   –  " if got["mean"] is None else f"{got['mean']:6.2f}" + (f" ± {got['sd']:5.2f}" if got["sd"] is not None else "")
-        out.append(f"{m:16s} option {ctl:2s} {rule or '':13s} {nf or '':9s} best {best} ({n} seeds)  {fin}  "
+        out.append(f"{m:16s} option {ctl:2s} {rule or '':13s} {nf or '':9s} {f'clip {clip:g}' if clip else '':9s} "
+                   f"best {best} ({n} seeds)  {fin}  "
                    f"diverged {len(stops)} of {n}" + (f" (rounds {', '.join(map(str, stops))})" if stops else ""))
     return out
 
@@ -84,12 +92,14 @@ def main(argv=None) -> None:
                     help="weighted WAFFLE's server rule for c: the paper's increments, or the weighted mean of the c_i+")
     ap.add_argument("--nonfinite", nargs="+", default=["stop"], choices=["stop", "set_aside"],
                     help="weighted WAFFLE: stop at an agent's first non-finite number, or set that agent aside")
+    ap.add_argument("--clip-norms", type=float, nargs="+", default=[0.0],
+                    help="clip every mini-batch gradient to this L2 norm (grad_clip_norm; 0: off, the paper's)")
     ap.add_argument("--out-root", default="runs/scaffold_control", help="cache of finished runs (resumes)")
     ap.add_argument("--no-write", action="store_true", help="print only; leave results/ alone")
     a = ap.parse_args(argv)
-    if a.images < 0 or a.test_images < 0 or a.rounds < 1 or a.lr <= 0:
-        ap.error(f"--images {a.images}, --test-images {a.test_images}, --rounds {a.rounds}, --lr {a.lr}: "
-                 "images >= 0, rounds >= 1 and lr > 0")
+    if a.images < 0 or a.test_images < 0 or a.rounds < 1 or a.lr <= 0 or min(a.clip_norms) < 0:
+        ap.error(f"--images {a.images}, --test-images {a.test_images}, --rounds {a.rounds}, --lr {a.lr}, "
+                 f"--clip-norms {a.clip_norms}: images >= 0, rounds >= 1, lr > 0 and clip norms >= 0")
     meta = results.provenance(command="python " + shlex.join(["scripts/scaffold_control_probe.py", *sys.argv[1:]]))
     t0 = time.time()
     fds = []
@@ -108,16 +118,18 @@ def main(argv=None) -> None:
     for m, ctl, rule, nf in cells:
         t1 = time.time()
         extra = {} if rule is None else {"c_rule": rule, "nonfinite": nf}
-        out = sweep("lenet5", fds, m, grid(seed=a.seeds), out_root=a.out_root, progress=False,
+        runs = grid(grad_clip_norm=a.clip_norms, seed=a.seeds)
+        out = sweep("lenet5", [fds[a.seeds.index(r["seed"])] for r in runs], m, runs, out_root=a.out_root, progress=False,
                     label=f"control{ctl}-{a.distribution.replace('*', 'star')}-{a.images or 'all'}",
                     rounds=a.rounds, local_epochs=1, batch_size=32, lr=a.lr, client_fraction=1.0,
                     control=ctl, **SETTINGS[m], **extra)
-        for s, fd, res in zip(a.seeds, fds, out):
+        for r, res in zip(runs, out):
+            fd = fds[a.seeds.index(r["seed"])]
             ids = {"dataset": "mnist", "distribution": a.distribution, "method": m, "control": ctl,
                    "c_rule": rule or "", "nonfinite": nf or "", "images_per_agent": len(fd.train[TARGET]), "local_steps": K, "lr": a.lr,
-                   "rounds": a.rounds, "seed": s}
+                   "grad_clip_norm": r["grad_clip_norm"], "rounds": a.rounds, "seed": r["seed"]}
             rows += run_rows(ids, res)
-        print(f"{m} option {ctl}{' ' + rule if rule else ''}{' ' + nf if nf else ''}: {len(a.seeds)} seeds in "
+        print(f"{m} option {ctl}{' ' + rule if rule else ''}{' ' + nf if nf else ''}: {len(runs)} runs in "
               f"{time.time() - t1:.0f} s", flush=True)
     print(f"\n{a.distribution}, {len(fds[0].train[TARGET])} images for Alice (K = {K} steps), lr {a.lr}, {a.rounds} rounds")
     print("\n".join(summary(rows)))

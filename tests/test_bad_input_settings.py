@@ -26,6 +26,7 @@ BAD = [
     ("fedavg", "lr", -0.1, "> 0"), ("fedavg", "lr", None, "number"), ("fedavg", "lr", torch.tensor(0.1), "torch"),
     ("fedavg", "momentum", -0.5, "[0, 1)"), ("fedavg", "momentum", 1.0, "[0, 1)"),
     ("fedavg", "weight_decay", -1e-4, ">= 0"), ("fedavg", "weight_decay", math.inf, "finite"),
+    ("fedavg", "grad_clip_norm", -1.0, ">= 0"), ("scaffold", "grad_clip_norm", math.nan, "finite"),
     ("fedavg", "seed", None, "integer"), ("fedavg", "seed", 1.0, "integer"), ("fedavg", "seed", -1, "[0, "),
     ("fedavg", "seed", 2**32, "4294967295"), ("fedavg", "seed", True, "bool"), ("fedavg", "seed", "3", "string"),
     ("fedavg", "rounds", 0, ">= 1"), ("fedavg", "rounds", 2.0, "integer"), ("fedavg", "rounds", "10", "string"),
@@ -179,3 +180,11 @@ def test_the_largest_seed_runs(fed):
     assert fl.history[0]["local_acc"] is not None
     with pytest.raises(checks.SettingError, match="expected a finite number\\. NaN"):
         checks.number("x", float("nan"))
+
+
+@pytest.mark.parametrize("method", ["apfl", "pfedme"])
+def test_methods_with_their_own_step_rule_refuse_gradient_clipping(fed, method):
+    """APFL and pFedMe train with their own local steps, which do not clip: a clip must not be silently ignored."""
+    with pytest.raises(ValueError, match=rf"{method}: grad_clip_norm=1.0.*allowed: 0"):
+        Federation("mlp", fed, method, rounds=1, client_fraction=1.0, grad_clip_norm=1.0, progress=False)
+    Federation("mlp", fed, method, rounds=1, client_fraction=1.0, grad_clip_norm=0.0, progress=False)

@@ -163,6 +163,10 @@ TRAIN_CASES = {
     "per_row_everything": dict(lr=[0.01, 0.05, 0.1, 0.03], momentum=[0.0, 0.9, 0.5, 0.0],
                                weight_decay=[0.0, 1e-3, 0.0, 1e-2], prox_mu=[0.0, 0.0, 1.0, 0.3]),
     "epochs_per_row": dict(local_epochs=[1, 3, 2, 2], momentum=0.9),
+    "clip": dict(clip_norm=0.05),
+    # row 0 unclipped, row 3's bound never binds; clipping comes before the proximal term and the correction
+    "clip_per_row_correction_momentum_prox": dict(clip_norm=[0.0, 0.05, 0.3, 100.0], correction=True, momentum=0.5,
+                                                  prox_mu=0.1),
 }
 
 
@@ -176,7 +180,7 @@ def test_train_equals_per_client_reference_loop(case):
     idx, P = _parts(), len(SIZES)
     epochs = spec.pop("local_epochs", 2)
     epochs = epochs if isinstance(epochs, list) else [epochs] * P
-    per_row = {k: spec.get(k, 0.0) for k in ("momentum", "weight_decay", "prox_mu")}
+    per_row = {k: spec.get(k, 0.0) for k in ("momentum", "weight_decay", "prox_mu", "clip_norm")}
     per_row["lr"] = spec.get("lr", 0.05)
     per_row = {k: v if isinstance(v, list) else [v] * P for k, v in per_row.items()}
     correction = None
@@ -197,6 +201,28 @@ def test_train_equals_per_client_reference_loop(case):
         assert losses[c].item() == pytest.approx(ref[c][1], rel=1e-10)
     moved = [float((out["fc2.weight"][c] - start["fc2.weight"]).norm()) for c in range(P)]
     assert min(moved) > 1e-3 and len(set(round(m, 8) for m in moved)) == P
+
+
+def test_clip_norm_binds_and_zero_leaves_gradients_alone():
+    """clip_norm 0 is bit-for-bit no clipping; a small bound shortens every step (each step then moves the
+    row by at most lr * clip_norm, so K steps by at most K lr clip_norm); a huge one changes nothing."""
+    x, y = _data()
+    model = make_model("mlp", seed=1)
+    start = get_params(model)
+    idx, P = _parts(), len(SIZES)
+    batches = make_batches(idx, 1, 10, _gens(7, P), dtype=torch.float32)
+    plain, _, _ = train(model, stack_params(start, P), x, y, batches, lr=0.05)
+    off, _, _ = train(model, stack_params(start, P), x, y, batches, lr=0.05, clip_norm=0.0)
+    loose, _, _ = train(model, stack_params(start, P), x, y, batches, lr=0.05, clip_norm=1e6)
+    tight, _, _ = train(model, stack_params(start, P), x, y, batches, lr=0.05, clip_norm=0.01)
+    for k in start:
+        assert torch.equal(off[k], plain[k])
+        torch.testing.assert_close(loose[k], plain[k], rtol=1e-6, atol=1e-6)
+    dist = lambda out, c: float(torch.cat([(out[k][c] - start[k]).flatten() for k in start]).norm())  # noqa: E731
+    for c in range(P):
+        steps = int(batches.n_steps[c])
+        assert dist(tight, c) <= steps * 0.05 * 0.01 * (1 + 1e-5)
+        assert dist(tight, c) < dist(plain, c) / 5
 
 
 def test_train_does_not_change_its_inputs():

@@ -59,3 +59,23 @@ def test_a_tiny_call_runs_both_options_and_writes_nothing(probe, tmp_path, capsy
 def test_bad_input_is_named_before_training(probe, tmp_path):
     with pytest.raises(SystemExit):
         probe.main(["--rounds", "0", "--out-root", str(tmp_path), "--no-write"])
+
+
+def test_summary_splits_by_clip_norm_and_reads_old_rows_as_unclipped(probe):
+    rows = probe.run_rows({"method": "scaffold", "control": "II", "c_rule": "", "nonfinite": "", "seed": 0},
+                          _res([80.0], {"round": 5}))                       # an old row: no grad_clip_norm column
+    rows += probe.run_rows({"method": "scaffold", "control": "II", "c_rule": "", "nonfinite": "", "seed": 0,
+                            "grad_clip_norm": 0.0}, _res([70.0], {"round": 7}))
+    rows += probe.run_rows({"method": "scaffold", "control": "II", "c_rule": "", "nonfinite": "", "seed": 0,
+                            "grad_clip_norm": 1.0}, _res([90.0, 95.0]))
+    off, on = probe.summary(rows)
+    assert "clip" not in off and "(2 seeds)" in off and "diverged 2 of 2 (rounds 5, 7)" in off
+    assert "clip 1" in on and "best  95.00 (1 seeds)" in on and "diverged 0 of 1" in on
+
+
+def test_a_tiny_clipped_sweep_runs(probe, tmp_path, capsys):
+    probe.main(["--images", "16", "--test-images", "20", "--rounds", "2", "--seeds", "0", "1", "--controls", "II",
+                "--methods", "scaffold", "--clip-norms", "0", "1", "--out-root", str(tmp_path), "--no-write"])
+    out = capsys.readouterr().out
+    assert "scaffold option II: 4 runs" in out
+    assert "clip 1" in out and out.count("(2 seeds)") == 2

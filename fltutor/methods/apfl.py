@@ -28,6 +28,7 @@ class APFL(Method):
     """APFL: each client mixes the global model with its own local model, adaptively."""
     name = "apfl"
     Params = APFLParams
+    clips_gradients = False       # its own local step rule (grad_clip_norm is refused)
     message_holds = "the client's trained copy w of the global model"
     client_keeps = "its data, its local model v and its mix alpha"
 

@@ -52,6 +52,7 @@ class RunConfig:
     lr: float = 0.04              # client learning rate
     momentum: float = 0.0
     weight_decay: float = 0.0
+    grad_clip_norm: float = 0.0   # largest L2 norm of each mini-batch gradient (clip_grad_norm_); 0: no clipping
     seed: int = 0
     eval_every: int = 1
     eval_train: bool = False      # also score the global model on every client's training data (GMA Fig. 3a)
@@ -62,7 +63,8 @@ class RunConfig:
             "seed": dict(low=0, high=2**32 - 1),
             "client_fraction": dict(low=0, high=1, low_open=True, hint="1 trains every client every round"),
             "lr": dict(low=0, low_open=True, hint="WAFFLe uses 0.04 (MNIST) and 0.02 (FMNIST)"),
-            "momentum": dict(low=0, high=1, high_open=True), "weight_decay": dict(low=0)})
+            "momentum": dict(low=0, high=1, high_open=True), "weight_decay": dict(low=0),
+            "grad_clip_norm": dict(low=0, hint="0 leaves gradients unclipped; e.g. 1 or 10 for LeNet-5 on MNIST")})
 
 
 @dataclass
@@ -94,10 +96,10 @@ class Job:
                    self.train_parts[lo:hi], self.generators[lo:hi], self.round)
 
     def train(self, params: Params | None = None, **hooks) -> tuple[Params, Params, Tensor]:
-        """``engine.train`` on this job with the run settings' SGD (lr, momentum, weight decay)."""
+        """``engine.train`` on this job with the run settings' SGD (lr, momentum, weight decay, clipping)."""
         return train(self.model, self.start if params is None else params, self.x, self.y, self.batches,
                      lr=self.hp["lr"], momentum=self.hp["momentum"], weight_decay=self.hp["weight_decay"],
-                     **hooks)
+                     clip_norm=self.hp["grad_clip_norm"], **hooks)
 
 
 @dataclass
@@ -133,8 +135,14 @@ class Method:
     client_keeps = "its data"
     server_holds = "the global model"
 
+    # False for a method whose local steps have their own rule (not ``Job.train``): it cannot clip gradients
+    clips_gradients = True
+
     def __init__(self, params: Any, config: RunConfig):
         self.params, self.config = params, config
+        if config.grad_clip_norm and not self.clips_gradients:
+            raise ValueError(f"{self.name}: grad_clip_norm={config.grad_clip_norm!r}, but {self.name}'s local steps "
+                             "have their own rule and do not clip gradients; allowed: 0 (off)")
 
     # ---- model and state ----------------------------------------------------------------
     def build_model(self, model: nn.Module | str, seed: int) -> nn.Module:

@@ -37,6 +37,7 @@ class PFedMe(Method):
     """pFedMe: a personal model per client, tied to the global one by a proximal term."""
     name = "pfedme"
     Params = PFedMeParams
+    clips_gradients = False       # its own local step rule (grad_clip_norm is refused)
     message_holds = "the client's local copy w of the global model, after training"
     client_keeps = "its data and its personal model theta"
 

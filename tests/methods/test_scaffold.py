@@ -35,7 +35,8 @@ def full_gradient(model, params, xs, ys):
 
 
 def scaffold_reference(fed, *, rounds, client_fraction, local_epochs, batch_size, lr, seed, weighting="samples",
-                       server_opt="sgd", server_lr=1.0, mu=0.0, beta1=0.9, beta2=0.99, server_eps=1e-3, control="II"):
+                       server_opt="sgd", server_lr=1.0, mu=0.0, beta1=0.9, beta2=0.99, server_eps=1e-3, control="II",
+                       grad_clip_norm=0.0):
     """Yields (x, c, [c_i]) after every round. Option I is written for full batches (batch_size >= every
     client's size), where the mean mini-batch gradient at x is the full local gradient."""
     model = make_model("mlp", seed=seed).double()
@@ -50,7 +51,7 @@ def scaffold_reference(fed, *, rounds, client_fraction, local_epochs, batch_size
         for i in cohort:
             idx = torch.as_tensor(fed.train[i])
             y_i, _ = train_client(model, x, xs[idx], ys[idx], local_epochs=local_epochs, batch_size=batch_size, lr=lr,
-                                  prox_mu=mu, correction={k: c[k] - ci[i][k] for k in x},
+                                  prox_mu=mu, correction={k: c[k] - ci[i][k] for k in x}, clip_norm=grad_clip_norm,
                                   generator=client_generator(seed, r, int(i)))
             K = local_epochs * math.ceil(len(idx) / batch_size)                     # local steps
             if control == "I":
@@ -104,6 +105,7 @@ def _every_round_matches(fl, reference):
     dict(weighting="uniform", server_lr=0.8),
     dict(mu=0.3),
     dict(server_opt="adam", server_lr=0.01),
+    dict(grad_clip_norm=0.05, mu=0.3),        # torch's clip_grad_norm_ on the loss gradient, before the correction
 ])
 def test_every_round_equals_the_per_client_loop(kw):
     fed = _fed()
@@ -163,3 +165,21 @@ def test_option_one_differs_from_option_two_and_a_bad_choice_is_named():
     assert (_controls(one)[1]["fc1.weight"] - _controls(two)[1]["fc1.weight"]).abs().max() > 1e-6
     with pytest.raises(ValueError, match=r"control: got the string 'III'; expected one of \['II', 'I'\]"):
         ScaffoldParams(control="III")
+
+
+def test_clipping_bounds_every_control_variate():
+    """Without momentum, option II's c_i+ = c_i - c + (x - y_i)/(K lr) is the mean of the K raw (here: clipped)
+    mini-batch gradients, since each corrected step is g_k + c - c_i. So clipping at G keeps every |c_i| <= G
+    and |c| <= G, whatever the rate: the path-to-variate feedback of notebook 04's section 9 cannot grow."""
+    fed = _fed()
+    fl = _federation(fed, client_fraction=1.0, lr=0.5, rounds=4, grad_clip_norm=0.05)
+    unclipped = _federation(fed, client_fraction=1.0, lr=0.5, rounds=4)
+    for _ in range(4):
+        fl.run_round()
+        unclipped.run_round()
+    c, ci = _controls(fl)
+    norm = lambda t, i=None: float(torch.cat([(v if i is None else v[i]).flatten() for v in t.values()]).norm())  # noqa: E731
+    assert max(norm(ci, i) for i in range(fed.num_clients)) <= 0.05 * (1 + 1e-9)
+    assert norm(c) <= 0.05 * (1 + 1e-9)
+    _, ci_free = _controls(unclipped)
+    assert max(norm(ci_free, i) for i in range(fed.num_clients)) > 0.2   # the bound binds here
