@@ -7,8 +7,8 @@ Table 1: one row per distribution, method and client rate: Alice's best accuracy
 metric) as mean ± sample sd over the seeds that ran, the paper's number (only beside its own rate,
 0.1), the final accuracy, and the round at which a run diverged. Stability: one row per method, rate,
 momentum and local steps per round, with best, final and the divergence round (seed 0 unless stated).
-Control options (scripts/scaffold_control_probe.py): one row per setting, method, option and WAFFLE's
-c rule, with best and final over the seeds, how many diverged, at which rounds, and (WAFFLE) the
+Control options (scripts/scaffold_control_probe.py): one row per setting, method, option, WAFFLE's
+c rule and gradient clip, with best and final over the seeds, how many diverged, at which rounds, and (WAFFLE) the
 aggregation weight of the agent whose training went non-finite.
 """
 from __future__ import annotations
@@ -65,7 +65,9 @@ def stability(rows: list[dict]) -> pd.DataFrame:
 
 def controls(rows: list[dict]) -> pd.DataFrame:
     rows = [{"nonfinite": "", **r} for r in rows]        # tables written before the set-aside rule existed
-    keys = ["distribution", "images_per_agent", "local_steps", "lr", "rounds", "method", "control", "c_rule", "nonfinite"]
+    rows = [{**r, "grad_clip_norm": float(r.get("grad_clip_norm") or 0)} for r in rows]   # ... or clipping (0: off)
+    keys = ["distribution", "images_per_agent", "local_steps", "lr", "rounds", "method", "control", "c_rule", "nonfinite",
+            "grad_clip_norm"]
     df = wide(rows, keys + ["seed"])
     df[["c_rule", "nonfinite"]] = df[["c_rule", "nonfinite"]].fillna("")
     out = []
@@ -78,12 +80,14 @@ def controls(rows: list[dict]) -> pd.DataFrame:
                                f"lr {d['lr']:g}, {d['rounds']} rounds",
                     "method": d["method"], "option": d["control"], "c rule": d["c_rule"] or "–",
                     "non-finite agent": d["nonfinite"] or ("stop" if d["method"] == "waffle_weighted" else "–"),
+                    "gradient clip": f"{d['grad_clip_norm']:g}" if d["grad_clip_norm"] else "–",
                     "seeds": len(g),
                     "best": _ms(g["best_acc"]), "final": _ms(g["final_acc"]),
                     "diverged": f"{len(div)} of {len(g)}" + (f" (rounds {', '.join(map(str, div))})" if div else ""),
                     "weight of the agent that diverged": ", ".join(f"{w:.2f}" for w in wts) if len(wts) else "–",   # round order
                     "_order": (ORDER.get(d["distribution"], 9), d["images_per_agent"], d["method"],
-                               d["control"] != "II", d["c_rule"], d["nonfinite"] not in ("", "stop"))})
+                               d["control"] != "II", d["c_rule"], d["nonfinite"] not in ("", "stop"),
+                               d["grad_clip_norm"])})
     out.sort(key=lambda r: r.pop("_order"))   # paper's option II first, then I; the paper's c rule first
     return pd.DataFrame(out)
 

@@ -83,3 +83,14 @@ def test_table1_leaves_out_rows_at_a_reduced_scale(mod):
     small = [{**r, "images_per_agent": 600} for r in _run("B", "local", 0.1, 1, 90.0, 89.0, None)]
     t = mod.table1(full + small)
     assert len(t) == 1 and t.iloc[0]["seeds"] == 1 and t.iloc[0]["best (ours)"] == "99.50"
+
+
+def test_controls_table_puts_clipped_runs_on_their_own_rows(mod):
+    base = {"dataset": "mnist", "distribution": "C", "images_per_agent": 480, "local_steps": 15, "lr": 0.1, "rounds": 30,
+            "method": "scaffold", "control": "II", "c_rule": None}
+    rows = [{**base, "seed": 0, "metric": "best_acc", "value": 88.0}, {**base, "seed": 0, "metric": "diverged_round", "value": 12}]
+    rows += [{**base, "grad_clip_norm": 1.0, "seed": s, "metric": k, "value": v}
+             for s in (0, 1) for k, v in (("best_acc", 95.0 + s), ("final_acc", 94.0), ("diverged_round", None))]
+    t = mod.controls(rows)                     # the first run has no grad_clip_norm column: unclipped
+    assert list(t["gradient clip"]) == ["–", "1"]
+    assert list(t["diverged"]) == ["1 of 1 (rounds 12)", "0 of 2"] and t.iloc[1]["best"] == "95.50 ± 0.71"
