@@ -155,3 +155,15 @@ def test_notebook_03_refuses_a_run_with_nothing_in_it_before_training(tmp_path):
     text = proc.stdout + proc.stderr
     assert proc.returncode != 0 and "settings=[] and grid_seeds=[]: nothing to run" in text, text[-3000:]
     assert not (tmp_path / "root").exists(), "it trained something before refusing"
+
+
+def test_notebook_04_refuses_clipping_for_methods_that_cannot_clip_before_training(tmp_path):
+    """grad_clip_norm with APFL in methods would train four methods and then fail on APFL: it is refused first."""
+    env = {**os.environ, "FLTUTOR_DATA": "bundled",
+           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "-m", "fltutor", "run", "04", "-p", "grad_clip_norm", "5",
+                           "--out", str(tmp_path / "out"), "-p", "run_root", str(tmp_path / "root"), "--no-progress"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    text = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "grad_clip_norm=5.0: ['apfl'] train with their own local step rule" in text, text[-3000:]
+    assert not (tmp_path / "root").exists(), "it trained something before refusing"
