@@ -427,9 +427,9 @@ def cmd_merge(args) -> int:
     pairs = merge_pairs(args.sources, args.into)
     try:   # check every folder before writing any: a conflict anywhere stops the whole merge
         for src, dst in pairs:
-            merge_folder(src, dst, replace=args.replace, dry_run=True)
+            merge_folder(src, dst, replace=args.replace, dry_run=True, tables=args.tables)
         for src, dst in pairs:
-            for r in merge_folder(src, dst, replace=args.replace, dry_run=args.dry_run):
+            for r in merge_folder(src, dst, replace=args.replace, dry_run=args.dry_run, tables=args.tables):
                 verb = "would get" if args.dry_run else ("new table," if r["created"] else "got")
                 print(f"{dst / r['table']}: {verb} {r['added']} new row(s), {r['replaced']} replaced, "
                       f"{len(r['new_parts'])} new command(s)", flush=True)
@@ -469,6 +469,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     merge.add_argument("--into", default=str(ROOT / "results"), help="results root to merge into (default: this checkout's)")
     merge.add_argument("--replace", action="store_true", help="where a row has another value here, keep the source's")
     merge.add_argument("--dry-run", action="store_true", help="say what would change and write nothing")
+    merge.add_argument("--tables", nargs="+", metavar="NAME",
+                       help="merge only these tables (e.g. table1 table1_curves); default: every table of each folder")
     return ap, run
 
 

@@ -234,7 +234,7 @@ def _parts(meta: dict) -> list[dict]:
     return [dict(p) for p in meta.get("parts") or ([{k: v for k, v in meta.items() if k not in _TABLE_KEYS}] if meta else [])]
 
 
-def merge_folder(src, dst, *, replace: bool = False, dry_run: bool = False) -> list[dict]:
+def merge_folder(src, dst, *, replace: bool = False, dry_run: bool = False, tables=None) -> list[dict]:
     """Merge every table of the results folder ``src`` into ``dst`` and say what changed, one dict per table.
 
     For tables made in another checkout or on another machine (a git worktree running a long protocol,
@@ -244,7 +244,8 @@ def merge_folder(src, dst, *, replace: bool = False, dry_run: bool = False) -> l
     is safe and merging twice is a no-op. A row whose identity (every column but ``value``) is in ``dst``
     with another value is a conflict: nothing is written and ValueError names it, unless ``replace``
     (then ``src``'s value wins, as a rerun replaces its own rows). New rows from a table whose JSON
-    names no command that ``dst`` lacks are refused: they would have no provenance."""
+    names no command that ``dst`` lacks are refused: they would have no provenance. ``tables``: merge only
+    these table names (each must be in ``src``), e.g. when another table of ``src`` is older than ``dst``'s."""
     src, dst = Path(src), Path(dst)
     if not src.is_dir():
         raise ValueError(f"merge: source {str(src)!r} is not a folder; give a results folder such as "
@@ -254,6 +255,11 @@ def merge_folder(src, dst, *, replace: bool = False, dry_run: bool = False) -> l
     names = sorted(p.stem for p in src.glob("*.csv"))
     if not names:
         raise ValueError(f"merge: no tables (*.csv) in {src}")
+    if tables is not None:
+        missing = sorted(set(tables) - set(names))
+        if missing:
+            raise ValueError(f"merge: tables={missing} not in {src}; it holds {names}")
+        names = [n for n in names if n in set(tables)]
     plans = []
     for name in names:
         s_rows, s_meta = read_table(src, name)

@@ -102,3 +102,21 @@ def test_the_cli_merges_a_whole_results_root_and_names_bad_input(tmp_path, capsy
     with pytest.raises(SystemExit) as e:
         cli(["merge", str(tmp_path / "nowhere"), "--into", str(main.parent)])
     assert e.value.code == 2 and "is not a folder" in capsys.readouterr().err
+
+
+def test_merge_of_chosen_tables_leaves_the_others_and_names_an_absent_one(tmp_path, capsys):
+    """A worktree whose other table is older than main's (here: a value that would conflict) merges only what it ran."""
+    import pytest
+    from fltutor.__main__ import main as cli
+    main, wt = _checkout(tmp_path, "main"), _checkout(tmp_path, "wt")
+    results.write_table(main, "u", _rows("mnist", [0], 5.0), {"command": "main's u"})
+    results.write_table(wt, "u", _rows("mnist", [0], 4.0), {"command": "stale u"})
+    results.write_table(wt, "t", _rows("mnist", [3], 90.0), {"command": "seed 3", "date": "2026-01-02"}, merge=True)
+    with pytest.raises(ValueError, match="another value"):
+        results.merge_folder(wt, main)
+    [r] = results.merge_folder(wt, main, tables=["t"])
+    assert (r["table"], r["added"]) == ("t", 1)
+    assert results.read_table(main, "u")[0][0]["value"] == 5.0
+    with pytest.raises(SystemExit) as e:
+        cli(["merge", str(wt), "--into", str(main.parent), "--tables", "t", "v"])
+    assert e.value.code == 2 and "tables=['v'] not in" in capsys.readouterr().err
