@@ -5,7 +5,7 @@
 
 Table 1: one row per distribution, method and client rate: Alice's best accuracy (the paper's
 metric) as mean ± sample sd over the seeds that ran, the paper's number (only beside its own rate,
-0.1), the final accuracy, and the round at which a run diverged. Stability: one row per method, rate,
+0.1), the final accuracy, the rounds to 99 % of the best, and the round at which a run diverged. Stability: one row per method, rate,
 momentum and local steps per round, with best, final and the divergence round (seed 0 unless stated).
 Control options (scripts/scaffold_control_probe.py): one row per setting, method, option, WAFFLE's
 c rule and gradient clip, with best and final over the seeds, how many diverged, at which rounds, and (WAFFLE) the
@@ -23,11 +23,11 @@ from fltutor.paper_tables import WEIGHTED_WAFFLE_TABLE1
 ORDER = {d: i for i, d in enumerate(["A", "B", "C", "A*", "B*"])}
 
 
-def _ms(values: pd.Series) -> str:
+def _ms(values: pd.Series, digits: int = 2) -> str:
     v = values.dropna()
     if v.empty:
         return "–"
-    return f"{v.mean():.2f}" + (f" ± {v.std(ddof=1):.2f}" if len(v) > 1 else "")
+    return f"{v.mean():.{digits}f}" + (f" ± {v.std(ddof=1):.{digits}f}" if len(v) > 1 else "")
 
 
 def wide(rows: list[dict], index: list[str]) -> pd.DataFrame:
@@ -48,6 +48,9 @@ def table1(rows: list[dict]) -> pd.DataFrame:
         out.append({"distribution": d, "method": m, "lr": lr, "seeds": len(g),
                     "best (ours)": _ms(g["best_acc"]), "paper": "–" if paper is None else f"{paper[0]:.2f} ± {paper[1]:.2f}",
                     "final": _ms(g["final_acc"]) if g["final_acc"].notna().any() else "–",
+                    # the first round within 1 % of the run's best (the third metric; a diverged run's
+                    # best is from before its collapse)
+                    "rounds to 99 % of best": _ms(g["rounds_to_99"], 1) if "rounds_to_99" in g else "–",
                     "diverged": "–" if div.empty else f"{len(div)} of {len(g)}, round {int(div.min())}"})
     out.sort(key=lambda r: (ORDER.get(r["distribution"], 9), r["method"], -r["lr"]))
     return pd.DataFrame(out)

@@ -31,6 +31,14 @@ def test_table1_means_seeds_counts_divergence_and_shows_the_paper_only_at_its_ra
     assert hi["paper"] == "97.99 ± 0.26"
     lo = t[(t["distribution"] == "A*") & (t["lr"] == 0.01)].iloc[0]
     assert lo["paper"] == "–" and lo["diverged"] == "–"
+    assert hi["rounds to 99 % of best"] == "–"                              # rows without the metric
+
+
+def test_table1_shows_the_rounds_to_99_percent_of_best(mod):
+    rows = [r for s, r99 in ((0, 12.0), (1, 20.0)) for r in
+            _run("A", "fedavg", 0.1, s, 99.0, 98.9, None) + [{"dataset": "mnist", "distribution": "A", "method": "fedavg",
+                                                              "lr": 0.1, "seed": s, "metric": "rounds_to_99", "value": r99}]]
+    assert mod.table1(rows).iloc[0]["rounds to 99 % of best"] == "16.0 ± 5.7"     # mean 16, sd sqrt(32) = 5.66
 
 
 def test_stability_keeps_only_the_runs_that_exist(mod):
