@@ -15,7 +15,8 @@ This trains both methods with each option on the same data and seeds (the paper'
 LeNet-5, SGD at ``--lr``, batch 32, one local epoch, every agent every round, SCAFFOLD with uniform
 weights, WAFFLE with ΔΩ = 3.2) and scores Alice (agent 0) on ``--test-images`` of her test images
 every round. Rows (best, final and divergence round per run) merge into
-results/waffle_weighted/scaffold_control.csv (+ .json) unless --no-write; finished runs are cached
+results/waffle_weighted/scaffold_control.csv (+ .json), and Alice's accuracy and weight round by round into
+scaffold_control_curves.csv, unless --no-write; finished runs are cached
 under --out-root, so a stopped call resumes.
 """
 from __future__ import annotations
@@ -38,6 +39,18 @@ SETTINGS = {"scaffold": {"weighting": "uniform"}, "waffle_weighted": {"target": 
 def alice(res) -> np.ndarray:
     """Alice's local test accuracy (%) at every evaluated round (none after a divergence)."""
     return np.array([h["local_acc_per_client"][TARGET] for h in res["history"] if "local_acc_per_client" in h])
+
+
+def curve_rows(ids: dict, res: dict) -> list[dict]:
+    """Tidy rows of one run's curves, round by round: Alice's accuracy and (WAFFLE) her own aggregation weight,
+    so a collapse, or the turn to local training, can be drawn and not only summed up."""
+    out = []
+    for h in res["history"]:
+        if "local_acc_per_client" in h:
+            out.append({**ids, "round": h["round"], "metric": "alice_acc", "value": round(float(h["local_acc_per_client"][TARGET]), 3)})
+        if "weights" in h:
+            out.append({**ids, "round": h["round"], "metric": "alice_weight", "value": round(float(h["weights"][TARGET]), 5)})
+    return out
 
 
 def run_rows(ids: dict, res: dict) -> list[dict]:
@@ -111,7 +124,7 @@ def main(argv=None) -> None:
                                           for t in fd.test])
         fds.append(fd)
     K = -(-len(fds[0].train[TARGET]) // 32)
-    rows = []
+    rows, curves = [], []
     cells = [(m, ctl, rule, nf) for m in a.methods for ctl in a.controls
              for rule in (a.c_rules if m == "waffle_weighted" else [None])
              for nf in (a.nonfinite if m == "waffle_weighted" else [None])]
@@ -129,6 +142,7 @@ def main(argv=None) -> None:
                    "c_rule": rule or "", "nonfinite": nf or "", "images_per_agent": len(fd.train[TARGET]), "local_steps": K, "lr": a.lr,
                    "grad_clip_norm": r["grad_clip_norm"], "rounds": a.rounds, "seed": r["seed"]}
             rows += run_rows(ids, res)
+            curves += curve_rows(ids, res)
         print(f"{m} option {ctl}{' ' + rule if rule else ''}{' ' + nf if nf else ''}: {len(runs)} runs in "
               f"{time.time() - t1:.0f} s", flush=True)
     print(f"\n{a.distribution}, {len(fds[0].train[TARGET])} images for Alice (K = {K} steps), lr {a.lr}, {a.rounds} rounds")
@@ -138,6 +152,8 @@ def main(argv=None) -> None:
                 "scale": "full scale" if not a.images else f"reduced scale: {a.images} images per agent"}
         print("wrote", *results.write_table(results.RESULTS_DIR / "waffle_weighted", "scaffold_control", rows, meta,
                                             merge=True))
+        print("wrote", *results.write_table(results.RESULTS_DIR / "waffle_weighted", "scaffold_control_curves", curves,
+                                            meta, merge=True))
 
 
 if __name__ == "__main__":

@@ -79,3 +79,11 @@ def test_a_tiny_clipped_sweep_runs(probe, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "scaffold option II: 4 runs" in out
     assert "clip 1" in out and out.count("(2 seeds)") == 2
+
+
+def test_curve_rows_follow_alice_round_by_round(probe):
+    res = _res([40.0, 90.0], weights=[[0.5, 0.5], [0.9, 0.1]])
+    res["history"] = [{**h, "round": h["round"] + 1} for h in res["history"]]        # history rounds count from 1
+    got = [(r["round"], r["metric"], r["value"]) for r in probe.curve_rows({"seed": 0}, res)]
+    assert got == [(1, "alice_acc", 40.0), (1, "alice_weight", 0.5), (2, "alice_acc", 90.0), (2, "alice_weight", 0.9)]
+    assert all(r["seed"] == 0 for r in probe.curve_rows({"seed": 0}, res))
