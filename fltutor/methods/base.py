@@ -64,7 +64,8 @@ class RunConfig:
             "client_fraction": dict(low=0, high=1, low_open=True, hint="1 trains every client every round"),
             "lr": dict(low=0, low_open=True, hint="WAFFLe uses 0.04 (MNIST) and 0.02 (FMNIST)"),
             "momentum": dict(low=0, high=1, high_open=True), "weight_decay": dict(low=0),
-            "grad_clip_norm": dict(low=0, hint="0 leaves gradients unclipped; 5 keeps SCAFFOLD and WAFFLE finite at lr 0.1 on MNIST (notebook 04, 9b)")})
+            "grad_clip_norm": dict(low=0, hint="0 leaves gradients unclipped; 5 keeps SCAFFOLD and WAFFLE finite "
+                                               "at lr 0.1 on MNIST (notebook 04, 9b)")})
 
 
 @dataclass
