@@ -13,6 +13,9 @@ averaging WAFFLE paper's Alg. 2): from the distance travelled, below. "I": c_i+ 
 mini-batch gradient at the server model x, one extra pass over its data per round
 (``engine.mean_gradient``); it does not depend on the local path, so a path that went wrong does not
 feed into the next round's correction.
+With ``grad_clip_norm`` = G (a run setting), the local steps clip each raw mini-batch gradient, so option
+II's c_i+ is a mean of clipped gradients and |c_i|, |c| <= G (tests/methods/test_scaffold.py). Option I's
+gradient at x is not clipped: the bound holds for option II only.
 
 Client momentum (GMA runs every client with SGD momentum m = 0.9). The corrected gradient
 goes through the momentum buffer (``torch.optim.SGD`` on g - c_i + c, a fresh buffer every
