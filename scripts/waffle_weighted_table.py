@@ -1,6 +1,7 @@
 """Print the weighted-averaging WAFFLE full-scale tables (results/waffle_weighted/) as markdown, for the README.
 
-    python scripts/waffle_weighted_table.py            # Table 1, the stability study, SCAFFOLD's two options
+    python scripts/waffle_weighted_table.py            # Table 1 (as the paper lays it out, then one row per cell),
+                                                       # the stability study, SCAFFOLD's two options
     python scripts/waffle_weighted_table.py --folder other/results/waffle_weighted
 
 Table 1: one row per distribution, method and client rate: Alice's best accuracy (the paper's
@@ -56,6 +57,23 @@ def table1(rows: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
+METHODS = ["local", "fedavg", "scaffold", "weight_erosion", "waffle_weighted", "apfl"]   # the paper's row order
+
+
+def table1_layout(rows: list[dict]) -> pd.DataFrame:
+    """Table 1 as the paper lays it out (a row per method, a column per distribution), at the paper's rate
+    0.1: "ours (n seeds) / paper" per cell, best accuracy at any round; † k: k of the n seeds diverged (their
+    best is from before the collapse); – where nothing has run yet."""
+    long = table1(rows)
+    long = long[long["lr"] == 0.1]
+    cells = {}
+    for _, r in long.iterrows():
+        dagger = "" if r["diverged"] == "–" else f" †{r['diverged'].split(' of ')[0]}"
+        cells[r["method"], r["distribution"]] = f"{r['best (ours)']} ({r['seeds']}){dagger} / {r['paper'].split(' ±')[0]}"
+    return pd.DataFrame([{"method": m, **{d: cells.get((m, d), "–") for d in ORDER}}
+                         for m in METHODS + sorted(set(long["method"]) - set(METHODS))])
+
+
 def stability(rows: list[dict]) -> pd.DataFrame:
     df = wide(rows, ["method", "lr", "momentum", "local_steps", "images_per_agent", "seed"])
     df = df.sort_values(["method", "lr", "momentum", "local_steps"], ascending=[True, False, True, True])
@@ -100,7 +118,8 @@ def main() -> None:
     ap.add_argument("--folder", default=str(results.RESULTS_DIR / "waffle_weighted"))
     folder = ap.parse_args().folder
     found = False
-    for name, make in (("table1", table1), ("stability", stability), ("scaffold_control", controls)):
+    for name, make in (("table1", table1_layout), ("table1", table1), ("stability", stability),
+                       ("scaffold_control", controls)):
         got = results.read_table(folder, name)
         if got is None:
             continue

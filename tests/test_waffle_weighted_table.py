@@ -41,6 +41,17 @@ def test_table1_shows_the_rounds_to_99_percent_of_best(mod):
     assert mod.table1(rows).iloc[0]["rounds to 99 % of best"] == "16.0 ± 5.7"     # mean 16, sd sqrt(32) = 5.66
 
 
+def test_table1_layout_is_the_papers_grid_of_methods_by_distributions(mod):
+    rows = (_run("A*", "waffle_weighted", 0.1, 0, 44.0, None, 35) + _run("A*", "waffle_weighted", 0.1, 1, 50.0, 20.0, None)
+            + _run("A*", "waffle_weighted", 0.01, 0, 90.0, 89.0, None) + _run("B", "fedavg", 0.1, 0, 98.0, 97.0, None))
+    t = mod.table1_layout(rows).set_index("method")
+    assert list(t.columns) == ["A", "B", "C", "A*", "B*"]                      # every distribution, run or not
+    assert list(t.index) == ["local", "fedavg", "scaffold", "weight_erosion", "waffle_weighted", "apfl"]
+    assert t.loc["waffle_weighted", "A*"] == "47.00 ± 4.24 (2) †1 / 97.99"   # lr 0.01 left out; one seed diverged
+    assert t.loc["fedavg", "B"] == "98.00 (1) / 98.97"
+    assert t.loc["local", "B*"] == "–"
+
+
 def test_stability_keeps_only_the_runs_that_exist(mod):
     base = {"dataset": "mnist", "distribution": "C", "batch_size": 32, "rounds": 30, "seed": 0}
     rows = []
