@@ -10,7 +10,8 @@ metric) as mean ± sample sd over the seeds that ran, the paper's number (only b
 momentum and local steps per round, with best, final and the divergence round (seed 0 unless stated).
 Control options (scripts/scaffold_control_probe.py): one row per setting, method, option, WAFFLE's
 c rule and gradient clip, with best and final over the seeds, how many diverged, at which rounds, and (WAFFLE) the
-aggregation weight of the agent whose training went non-finite.
+aggregation weight of the agent whose training went non-finite. When training turns local: the first round at which
+Alice's weight reaches 0.5 and 0.9, from Table 1's rows and from the probe's per-round curves.
 """
 from __future__ import annotations
 
@@ -74,6 +75,57 @@ def table1_layout(rows: list[dict]) -> pd.DataFrame:
                          for m in METHODS + sorted(set(long["method"]) - set(METHODS))])
 
 
+def _share(rounds: list[int], total: int) -> str:
+    """First rounds as a share of R: "64 %", or the range over seeds "62-64 %"."""
+    if not rounds:
+        return "–"
+    lo, hi = (round(100 * v / total) for v in (min(rounds), max(rounds)))
+    return f"{lo} %" if lo == hi else f"{lo}-{hi} %"
+
+
+def turns_local(rows: list[dict]) -> pd.DataFrame:
+    """When training turns local, at full scale: the first round at which Alice's aggregation weight reaches 0.5
+    and 0.9 (WE and WAFFLE), per seed and as a share of R. The paper: after 70-90 % of the rounds."""
+    rows = [r for r in rows if str(r.get("images_per_agent", "all")) == "all"]
+    df = wide(rows, ["distribution", "method", "lr", "rounds", "seed"])
+    if "alice_weight_half_round" not in df:
+        return pd.DataFrame()
+    df = df[df["alice_weight_half_round"].notna() | df["alice_weight_90_round"].notna()]
+    out = []
+    for (d, m, lr, R), g in df.groupby(["distribution", "method", "lr", "rounds"]):
+        half, ninety = (g[c].dropna().astype(int).tolist() for c in ("alice_weight_half_round", "alice_weight_90_round"))
+        out.append({"distribution": d, "method": m, "lr": lr, "seeds": len(g),
+                    "weight >= 0.5 from round": ", ".join(map(str, half)) or "never",
+                    "weight >= 0.9 from round": ", ".join(map(str, ninety)) or "never",
+                    "0.9 as a share of R": _share(ninety, R),
+                    "_o": (ORDER.get(d, 9), m, -lr)})
+    out.sort(key=lambda r: r.pop("_o"))
+    return pd.DataFrame(out)
+
+
+def turns_local_clipped(curve_rows: list[dict]) -> pd.DataFrame:
+    """The same from scripts/scaffold_control_probe.py's per-round curves (runs with a gradient clip, where
+    WAFFLE lives long enough to turn local): one row per setting, the crossing rounds seed by seed."""
+    df = pd.DataFrame([r for r in curve_rows if r["metric"] == "alice_weight"])
+    if df.empty:
+        return pd.DataFrame()
+    df["c_rule"] = df["c_rule"].fillna("increments")
+    keys = ["distribution", "images_per_agent", "method", "lr", "rounds", "grad_clip_norm", "c_rule"]
+    out = []
+    for k, g in df.groupby(keys, sort=False):
+        d = dict(zip(keys, k))
+        first = {lvl: [int(s["round"][s["value"] >= lvl].min()) if (s["value"] >= lvl).any() else None
+                       for _, s in g.sort_values("round").groupby("seed")] for lvl in (0.5, 0.9)}
+        ninety = [v for v in first[0.9] if v is not None]
+        out.append({"setting": f"{d['distribution']}, {d['images_per_agent']} images, {d['rounds']} rounds",
+                    "method": d["method"], "clip": f"{d['grad_clip_norm']:g}", "c rule": d["c_rule"],
+                    "seeds": len(first[0.5]),
+                    **{f"weight >= {lvl:g} from round": ", ".join("never" if v is None else str(v) for v in first[lvl])
+                       for lvl in (0.5, 0.9)},
+                    "0.9 as a share of R": _share(ninety, d["rounds"])})
+    return pd.DataFrame(out)
+
+
 def stability(rows: list[dict]) -> pd.DataFrame:
     df = wide(rows, ["method", "lr", "momentum", "local_steps", "images_per_agent", "seed"])
     df = df.sort_values(["method", "lr", "momentum", "local_steps"], ascending=[True, False, True, True])
@@ -118,8 +170,8 @@ def main() -> None:
     ap.add_argument("--folder", default=str(results.RESULTS_DIR / "waffle_weighted"))
     folder = ap.parse_args().folder
     found = False
-    for name, make in (("table1", table1_layout), ("table1", table1), ("stability", stability),
-                       ("scaffold_control", controls)):
+    for name, make in (("table1", table1_layout), ("table1", table1), ("table1", turns_local), ("stability", stability),
+                       ("scaffold_control", controls), ("scaffold_control_curves", turns_local_clipped)):
         got = results.read_table(folder, name)
         if got is None:
             continue

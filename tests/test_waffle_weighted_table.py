@@ -52,6 +52,31 @@ def test_table1_layout_is_the_papers_grid_of_methods_by_distributions(mod):
     assert t.loc["local", "B*"] == "–"
 
 
+def test_turns_local_lists_each_seeds_crossing_and_its_share_of_R(mod):
+    ids = {"dataset": "mnist", "distribution": "A*", "lr": 0.1, "rounds": 100}
+    rows = [{**ids, "method": "weight_erosion", "seed": s, "metric": k, "value": v}
+            for s, half, ninety in ((0, 63, 66), (1, 62, 65)) for k, v in
+            (("best_acc", 99.0), ("alice_weight_half_round", half), ("alice_weight_90_round", ninety))]
+    rows += [{**ids, "method": "fedavg", "seed": 0, "metric": "best_acc", "value": 30.0}]   # no weights: no row
+    t = mod.turns_local(rows)
+    assert list(t["method"]) == ["weight_erosion"]
+    r = t.iloc[0]
+    assert (r["weight >= 0.5 from round"], r["weight >= 0.9 from round"], r["0.9 as a share of R"]) == \
+        ("63, 62", "66, 65", "65-66 %")
+
+
+def test_turns_local_clipped_reads_the_first_round_at_each_level_from_the_curves(mod):
+    ids = {"dataset": "mnist", "distribution": "C", "images_per_agent": 480, "method": "waffle_weighted", "lr": 0.1,
+           "rounds": 4, "grad_clip_norm": 5.0, "c_rule": None}
+    weights = {0: [0.1, 0.6, 0.4, 0.95], 1: [0.2, 0.3, 0.5, 0.7]}       # seed 0 dips after 0.5: the first crossing counts
+    rows = [{**ids, "seed": s, "round": r + 1, "metric": m, "value": v} for s, w in weights.items()
+            for r, x in enumerate(w) for m, v in (("alice_weight", x), ("alice_acc", 50.0))]
+    r = mod.turns_local_clipped(rows).iloc[0]
+    assert r["c rule"] == "increments" and r["seeds"] == 2               # an empty c rule is the paper's
+    assert (r["weight >= 0.5 from round"], r["weight >= 0.9 from round"], r["0.9 as a share of R"]) == \
+        ("2, 3", "4, never", "100 %")
+
+
 def test_stability_keeps_only_the_runs_that_exist(mod):
     base = {"dataset": "mnist", "distribution": "C", "batch_size": 32, "rounds": 30, "seed": 0}
     rows = []
