@@ -71,22 +71,26 @@ class LeNet5(nn.Module):
     """LeNet-5 (LeCun et al. 1998) with ReLU and max-pool, as used by GMA and weighted WAFFLE.
 
     On 28x28 inputs the first convolution pads by 2 so that the feature maps match the
-    original 32x32 design; on 32x32 (CIFAR-10) it does not pad.
+    original 32x32 design; on 32x32 (CIFAR-10) it does not pad. ``classic=True`` takes the 1998
+    paper's smooth units instead: tanh and 2x2 average pooling (its sparse C3 table and RBF output
+    are left out). The papers say only "LeNet-5"; the classic units bound every activation, which
+    matters for how large a gradient can get (notebook 04, section 9).
     """
 
-    def __init__(self, in_channels: int = 1, num_classes: int = 10, image_size: int = 28):
+    def __init__(self, in_channels: int = 1, num_classes: int = 10, image_size: int = 28, classic: bool = False):
         super().__init__()
         self.conv1 = nn.Conv2d(in_channels, 6, 5, padding=2 if image_size == 28 else 0)
         self.conv2 = nn.Conv2d(6, 16, 5)
         self.fc1 = nn.Linear(16 * 5 * 5, 120)
         self.fc2 = nn.Linear(120, 84)
         self.fc3 = nn.Linear(84, num_classes)
+        self.act, self.pool = (torch.tanh, F.avg_pool2d) if classic else (F.relu, F.max_pool2d)
 
     def forward(self, x):
-        x = F.max_pool2d(F.relu(self.conv1(x)), 2)  # (B, 6, 14, 14)
-        x = F.max_pool2d(F.relu(self.conv2(x)), 2)  # (B, 16, 5, 5)
-        x = F.relu(self.fc1(x.flatten(1)))
-        return self.fc3(F.relu(self.fc2(x)))
+        x = self.pool(self.act(self.conv1(x)), 2)  # (B, 6, 14, 14)
+        x = self.pool(self.act(self.conv2(x)), 2)  # (B, 16, 5, 5)
+        x = self.act(self.fc1(x.flatten(1)))
+        return self.fc3(self.act(self.fc2(x)))
 
 
 class LogReg(nn.Module):
@@ -305,6 +309,7 @@ MODELS = {
     "cnn_fashion": lambda: CNNFashion(),
     "cnn_cifar": lambda: CNNCifar(),
     "lenet5": lambda: LeNet5(),
+    "lenet5_classic": lambda: LeNet5(classic=True),               # tanh + average pooling (LeCun et al. 1998)
     "lenet5_cifar": lambda: LeNet5(in_channels=3, image_size=32),
     "lenet5_rgb": lambda: LeNet5(in_channels=3, image_size=28),   # FedCMNIST
     "logreg": lambda: LogReg(),

@@ -11,6 +11,8 @@ read off the distance its local path travelled. The weighted-averaging WAFFLE pa
 that went wrong feeds option II's next correction; option I's correction does not depend on the path.
 Without momentum option II's c_i+ is the mean raw gradient along the path, so clipping every mini-batch
 gradient at G (``--clip-norms``; the paper states no clipping) bounds every |c_i| by G: a third candidate.
+A fourth is the network: the paper says only "LeNet-5", and ``--model lenet5_classic`` trains the 1998
+design's tanh and average pooling, whose bounded units keep gradients smaller than our ReLU/max-pool one.
 This trains both methods with each option on the same data and seeds (the paper's MNIST setting:
 LeNet-5, SGD at ``--lr``, batch 32, one local epoch, every agent every round, SCAFFOLD with uniform
 weights, WAFFLE with ΔΩ = 3.2) and scores Alice (agent 0) on ``--test-images`` of her test images
@@ -74,18 +76,20 @@ def summary(rows: list[dict]) -> list[str]:
     """One line per (method, control, c rule, non-finite rule): best mean ± sd over seeds, and how many diverged, when."""
     out = []
     rows = [{**r, "grad_clip_norm": float(r.get("grad_clip_norm") or 0)} for r in rows]   # rows from before clipping: 0
+    rows = [{**r, "model": r.get("model") or "lenet5"} for r in rows]                        # ... or a model column
     key = lambda r: (r["method"], r["control"], r.get("c_rule") or "", r.get("nonfinite") or "",  # noqa: E731
-                     float(r.get("grad_clip_norm") or 0))
-    cols = ["method", "control", "c_rule", "nonfinite", "grad_clip_norm"]
-    for (m, ctl, rule, nf, clip), got in results.summarize(rows, cols, "best_acc").items():
+                     float(r.get("grad_clip_norm") or 0), r["model"])
+    cols = ["method", "control", "c_rule", "nonfinite", "grad_clip_norm", "model"]
+    for (m, ctl, rule, nf, clip, model), got in results.summarize(rows, cols, "best_acc").items():
         clip = float(clip or 0)
-        mine = [r for r in rows if key(r) == (m, ctl, rule or "", nf or "", clip)]
+        mine = [r for r in rows if key(r) == (m, ctl, rule or "", nf or "", clip, model)]
         stops = sorted(int(r["value"]) for r in mine if r["metric"] == "diverged_round" and r["value"] is not None)
         finals = [r["value"] for r in mine if r["metric"] == "final_acc" and r["value"] is not None]
         n = got["n"] + got["missing"]
         fin = f"final {np.mean(finals):6.2f}" if finals else "final    –  "
         best = "   –  " if got["mean"] is None else f"{got['mean']:6.2f}" + (f" ± {got['sd']:5.2f}" if got["sd"] is not None else "")
         out.append(f"{m:16s} option {ctl:2s} {rule or '':13s} {nf or '':9s} {f'clip {clip:g}' if clip else '':9s} "
+                   f"{'' if model == 'lenet5' else model + ' '}"
                    f"best {best} ({n} seeds)  {fin}  "
                    f"diverged {len(stops)} of {n}" + (f" (rounds {', '.join(map(str, stops))})" if stops else ""))
     return out
@@ -107,6 +111,8 @@ def main(argv=None) -> None:
                     help="weighted WAFFLE: stop at an agent's first non-finite number, or set that agent aside")
     ap.add_argument("--clip-norms", type=float, nargs="+", default=[0.0],
                     help="clip every mini-batch gradient to this L2 norm (grad_clip_norm; 0: off, the paper's)")
+    ap.add_argument("--model", default="lenet5", choices=["lenet5", "lenet5_classic"],
+                    help="LeNet-5 with ReLU and max-pooling (ours, default) or the 1998 paper's tanh and average pooling")
     ap.add_argument("--out-root", default="runs/scaffold_control", help="cache of finished runs (resumes)")
     ap.add_argument("--no-write", action="store_true", help="print only; leave results/ alone")
     a = ap.parse_args(argv)
@@ -132,15 +138,17 @@ def main(argv=None) -> None:
         t1 = time.time()
         extra = {} if rule is None else {"c_rule": rule, "nonfinite": nf}
         runs = grid(grad_clip_norm=a.clip_norms, seed=a.seeds)
-        out = sweep("lenet5", [fds[a.seeds.index(r["seed"])] for r in runs], m, runs, out_root=a.out_root, progress=False,
-                    label=f"control{ctl}-{a.distribution.replace('*', 'star')}-{a.images or 'all'}",
+        out = sweep(a.model, [fds[a.seeds.index(r["seed"])] for r in runs], m, runs, out_root=a.out_root, progress=False,
+                    label=f"control{ctl}-{a.distribution.replace('*', 'star')}-{a.images or 'all'}"
+                          + ("" if a.model == "lenet5" else f"-{a.model}"),
                     rounds=a.rounds, local_epochs=1, batch_size=32, lr=a.lr, client_fraction=1.0,
                     control=ctl, **SETTINGS[m], **extra)
         for r, res in zip(runs, out):
             fd = fds[a.seeds.index(r["seed"])]
             ids = {"dataset": "mnist", "distribution": a.distribution, "method": m, "control": ctl,
                    "c_rule": rule or "", "nonfinite": nf or "", "images_per_agent": len(fd.train[TARGET]), "local_steps": K, "lr": a.lr,
-                   "grad_clip_norm": r["grad_clip_norm"], "rounds": a.rounds, "seed": r["seed"]}
+                   "grad_clip_norm": r["grad_clip_norm"], "rounds": a.rounds,
+                   **({} if a.model == "lenet5" else {"model": a.model}), "seed": r["seed"]}   # no column: lenet5
             rows += run_rows(ids, res)
             curves += curve_rows(ids, res)
         print(f"{m} option {ctl}{' ' + rule if rule else ''}{' ' + nf if nf else ''}: {len(runs)} runs in "

@@ -110,14 +110,16 @@ def turns_local_clipped(curve_rows: list[dict]) -> pd.DataFrame:
     if df.empty:
         return pd.DataFrame()
     df["c_rule"] = df["c_rule"].fillna("increments")
-    keys = ["distribution", "images_per_agent", "method", "lr", "rounds", "grad_clip_norm", "c_rule"]
+    df["model"] = df["model"].fillna("lenet5") if "model" in df else "lenet5"
+    keys = ["distribution", "images_per_agent", "method", "lr", "rounds", "grad_clip_norm", "c_rule", "model"]
     out = []
     for k, g in df.groupby(keys, sort=False):
         d = dict(zip(keys, k))
         first = {lvl: [int(s["round"][s["value"] >= lvl].min()) if (s["value"] >= lvl).any() else None
                        for _, s in g.sort_values("round").groupby("seed")] for lvl in (0.5, 0.9)}
         ninety = [v for v in first[0.9] if v is not None]
-        out.append({"setting": f"{d['distribution']}, {d['images_per_agent']} images, {d['rounds']} rounds",
+        out.append({"setting": f"{d['distribution']}, {d['images_per_agent']} images, {d['rounds']} rounds"
+                               + ("" if d["model"] == "lenet5" else f", {d['model']}"),
                     "method": d["method"], "clip": f"{d['grad_clip_norm']:g}", "c rule": d["c_rule"],
                     "seeds": len(first[0.5]),
                     **{f"weight >= {lvl:g} from round": ", ".join("never" if v is None else str(v) for v in first[lvl])
@@ -138,9 +140,10 @@ def stability(rows: list[dict]) -> pd.DataFrame:
 
 def controls(rows: list[dict]) -> pd.DataFrame:
     rows = [{"nonfinite": "", **r} for r in rows]        # tables written before the set-aside rule existed
-    rows = [{**r, "grad_clip_norm": float(r.get("grad_clip_norm") or 0)} for r in rows]   # ... or clipping (0: off)
+    rows = [{**r, "grad_clip_norm": float(r.get("grad_clip_norm") or 0),   # ... or clipping (0: off)
+             "model": r.get("model") or "lenet5"} for r in rows]            # ... or another network (none: ours)
     keys = ["distribution", "images_per_agent", "local_steps", "lr", "rounds", "method", "control", "c_rule", "nonfinite",
-            "grad_clip_norm"]
+            "grad_clip_norm", "model"]
     df = wide(rows, keys + ["seed"])
     df[["c_rule", "nonfinite"]] = df[["c_rule", "nonfinite"]].fillna("")
     out = []
@@ -154,13 +157,15 @@ def controls(rows: list[dict]) -> pd.DataFrame:
                     "method": d["method"], "option": d["control"], "c rule": d["c_rule"] or "–",
                     "non-finite agent": d["nonfinite"] or ("stop" if d["method"] == "waffle_weighted" else "–"),
                     "gradient clip": f"{d['grad_clip_norm']:g}" if d["grad_clip_norm"] else "–",
+                    "network": "LeNet-5, ReLU + max-pool" if d["model"] == "lenet5" else
+                    "LeNet-5, tanh + avg-pool" if d["model"] == "lenet5_classic" else d["model"],
                     "seeds": len(g),
                     "best": _ms(g["best_acc"]), "final": _ms(g["final_acc"]),
                     "diverged": f"{len(div)} of {len(g)}" + (f" (rounds {', '.join(map(str, div))})" if div else ""),
                     "weight of the agent that diverged": ", ".join(f"{w:.2f}" for w in wts) if len(wts) else "–",   # round order
                     "_order": (ORDER.get(d["distribution"], 9), d["images_per_agent"], d["method"],
                                d["control"] != "II", d["c_rule"], d["nonfinite"] not in ("", "stop"),
-                               d["grad_clip_norm"])})
+                               d["grad_clip_norm"], d["model"] != "lenet5")})
     out.sort(key=lambda r: r.pop("_order"))   # paper's option II first, then I; the paper's c rule first
     return pd.DataFrame(out)
 

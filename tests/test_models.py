@@ -11,6 +11,7 @@ EXPECTED = {
     "cnn_fashion": (25 * 16 + 16) + (25 * 16 * 32 + 32) + (7 * 7 * 32 * 10 + 10),  # 28,938
     "cnn_cifar": (27 * 16 + 16) + (9 * 16 * 16 + 16) + (576 * 80 + 80) + (80 * 60 + 60) + (60 * 10 + 10),
     "lenet5": (25 * 6 + 6) + (25 * 6 * 16 + 16) + (400 * 120 + 120) + (120 * 84 + 84) + (84 * 10 + 10),  # 61,706
+    "lenet5_classic": (25 * 6 + 6) + (25 * 6 * 16 + 16) + (400 * 120 + 120) + (120 * 84 + 84) + (84 * 10 + 10),
     "lenet5_cifar": (75 * 6 + 6) + (25 * 6 * 16 + 16) + (400 * 120 + 120) + (120 * 84 + 84) + (84 * 10 + 10),
     "lenet5_rgb": (75 * 6 + 6) + (25 * 6 * 16 + 16) + (400 * 120 + 120) + (120 * 84 + 84) + (84 * 10 + 10),
     "logreg": 7850,
@@ -33,6 +34,20 @@ def test_param_counts_and_output_shape(name):
     assert num_params(m) == EXPECTED[name]
     out = m(torch.randn(4, *SHAPES.get(name, (1, 28, 28))))
     assert out.shape == (4, 10)
+
+
+def test_classic_lenet5_is_tanh_and_average_pooling_written_out_by_hand():
+    m, x = make_model("lenet5_classic", seed=0), torch.randn(3, 1, 28, 28)
+    h = torch.tanh(torch.nn.functional.conv2d(x, m.conv1.weight, m.conv1.bias, padding=2))
+    h = (h[..., 0::2, 0::2] + h[..., 0::2, 1::2] + h[..., 1::2, 0::2] + h[..., 1::2, 1::2]) / 4      # 2x2 mean
+    h = torch.tanh(torch.nn.functional.conv2d(h, m.conv2.weight, m.conv2.bias))[..., :10, :10]
+    h = (h[..., 0::2, 0::2] + h[..., 0::2, 1::2] + h[..., 1::2, 0::2] + h[..., 1::2, 1::2]) / 4
+    h = torch.tanh(h.flatten(1) @ m.fc1.weight.T + m.fc1.bias)
+    h = torch.tanh(h @ m.fc2.weight.T + m.fc2.bias)
+    torch.testing.assert_close(m(x), h @ m.fc3.weight.T + m.fc3.bias)
+    plain = make_model("lenet5", seed=0)                  # same weights from the same seed; only the units differ
+    assert all(torch.equal(a, b) for a, b in zip(plain.parameters(), m.parameters()))
+    assert not torch.allclose(plain(x), m(x))
 
 
 def test_fmnist_cnn_weights_match_paper_table2():

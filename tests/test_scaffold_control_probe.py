@@ -87,3 +87,21 @@ def test_curve_rows_follow_alice_round_by_round(probe):
     got = [(r["round"], r["metric"], r["value"]) for r in probe.curve_rows({"seed": 0}, res)]
     assert got == [(1, "alice_acc", 40.0), (1, "alice_weight", 0.5), (2, "alice_acc", 90.0), (2, "alice_weight", 0.9)]
     assert all(r["seed"] == 0 for r in probe.curve_rows({"seed": 0}, res))
+
+
+def test_summary_splits_by_model_and_reads_rows_without_one_as_lenet5(probe):
+    ids = {"method": "scaffold", "control": "II", "c_rule": "", "nonfinite": "", "seed": 0}
+    rows = probe.run_rows(ids, _res([80.0], {"round": 5}))                                   # no model column
+    rows += probe.run_rows({**ids, "model": "lenet5_classic"}, _res([90.0, 97.0]))
+    plain, classic = sorted(probe.summary(rows), key=lambda line: "lenet5_classic" in line)
+    assert "lenet5" not in plain and "diverged 1 of 1" in plain
+    assert "lenet5_classic" in classic and "best  97.00 (1 seeds)" in classic and "diverged 0 of 1" in classic
+
+
+def test_a_tiny_call_with_the_classic_lenet_tags_its_rows(probe, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(probe.results, "RESULTS_DIR", tmp_path / "results")
+    probe.main(["--images", "16", "--test-images", "20", "--rounds", "2", "--seeds", "0", "--controls", "II",
+                "--methods", "scaffold", "--model", "lenet5_classic", "--out-root", str(tmp_path / "runs")])
+    rows, _ = probe.results.read_table(tmp_path / "results" / "waffle_weighted", "scaffold_control")
+    assert {r["model"] for r in rows} == {"lenet5_classic"}
+    assert "lenet5_classic" in capsys.readouterr().out
