@@ -16,6 +16,7 @@ Alice's weight reaches 0.5 and 0.9, from Table 1's rows and from the probe's per
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import pandas as pd
 
@@ -175,8 +176,11 @@ def main() -> None:
     ap.add_argument("--folder", default=str(results.RESULTS_DIR / "waffle_weighted"))
     folder = ap.parse_args().folder
     found = False
-    for name, make in (("table1", table1_layout), ("table1", table1), ("table1", turns_local), ("stability", stability),
-                       ("scaffold_control", controls), ("scaffold_control_curves", turns_local_clipped)):
+    variants = sorted(p.stem for p in Path(folder).glob("table1_*.csv") if not p.stem.endswith("_curves"))
+    for name, make in (("table1", table1_layout), ("table1", table1), ("table1", turns_local),
+                       *((v, table1) for v in variants),        # Table 1 clipped or with another network: never pooled
+                       ("stability", stability), ("scaffold_control", controls),
+                       ("scaffold_control_curves", turns_local_clipped)):
         got = results.read_table(folder, name)
         if got is None:
             continue
