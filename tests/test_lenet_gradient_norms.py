@@ -1,7 +1,4 @@
 """scripts/lenet_gradient_norms.py: the norms it reports are torch's total gradient norms, step by step."""
-import importlib.util
-from pathlib import Path
-
 import pytest
 import torch
 import torch.nn.functional as F
@@ -10,12 +7,8 @@ from fltutor.models import make_model
 
 
 @pytest.fixture(scope="module")
-def mod():
-    path = Path(__file__).resolve().parent.parent / "scripts" / "lenet_gradient_norms.py"
-    spec = importlib.util.spec_from_file_location("lenet_gradient_norms", path)
-    m = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(m)
-    return m
+def mod(load_script):
+    return load_script("lenet_gradient_norms")
 
 
 @pytest.mark.parametrize("model", ["lenet5", "lenet5_classic"])

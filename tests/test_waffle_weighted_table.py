@@ -1,17 +1,11 @@
 """scripts/waffle_weighted_table.py: the README's notebook-04 tables from tidy rows, checked by hand."""
-import importlib.util
-from pathlib import Path
 
 import pytest
 
 
 @pytest.fixture(scope="module")
-def mod():
-    path = Path(__file__).resolve().parent.parent / "scripts" / "waffle_weighted_table.py"
-    spec = importlib.util.spec_from_file_location("waffle_weighted_table", path)
-    m = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(m)
-    return m
+def mod(load_script):
+    return load_script("waffle_weighted_table")
 
 
 def _run(d, m, lr, seed, best, final, diverged):
