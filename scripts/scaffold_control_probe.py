@@ -11,7 +11,7 @@ read off the distance its local path travelled. The weighted-averaging WAFFLE pa
 that went wrong feeds option II's next correction; option I's correction does not depend on the path.
 Without momentum option II's c_i+ is the mean raw gradient along the path, so clipping every mini-batch
 gradient at G (``--clip-norms``; the paper states no clipping) bounds every |c_i| by G: a third candidate.
-A fourth is the network: the paper says only "LeNet-5", and ``--model lenet5_classic`` trains the 1998
+Another is the network: the paper says only "LeNet-5", and ``--model lenet5_classic`` trains the 1998
 design's tanh and average pooling, whose bounded units keep gradients smaller than our ReLU/max-pool one.
 This trains both methods with each option on the same data and seeds (the paper's MNIST setting:
 LeNet-5, SGD at ``--lr``, batch 32, one local epoch, every agent every round, SCAFFOLD with uniform

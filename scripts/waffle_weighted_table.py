@@ -105,8 +105,9 @@ def turns_local(rows: list[dict]) -> pd.DataFrame:
 
 
 def turns_local_clipped(curve_rows: list[dict]) -> pd.DataFrame:
-    """The same from scripts/scaffold_control_probe.py's per-round curves (runs with a gradient clip, where
-    WAFFLE lives long enough to turn local): one row per setting, the crossing rounds seed by seed."""
+    """The same from scripts/scaffold_control_probe.py's per-round curves (runs that stay finite long enough to
+    turn local: with a gradient clip, or with the classic LeNet-5): one row per setting, the crossing rounds seed
+    by seed ("never" where a seed's weight never reaches the level)."""
     df = pd.DataFrame([r for r in curve_rows if r["metric"] == "alice_weight"])
     if df.empty:
         return pd.DataFrame()
