@@ -5,7 +5,8 @@
 Table 2: mean local test accuracy, unimodal and multimodal; Table 1: the multimodal split's majority,
 minority, gap and variance; and, once configs/02_heterogeneity.yaml has written heterogeneity.csv,
 Fig. 7: WAFFLe's lead over FedAvg (unimodal) against Z, the classes per client (Z = 2 is Table 2's
-column). Each cell is the mean ± sample sd over seeds, the paper's value, and whether the difference is beyond the spread (|ours - paper| > our sd + the paper's sd where it gives one). A cell
+column); and, once configs/02_open_choices.yaml has written open_choices.csv, the open choices mapped:
+the minority's accuracy per KL weight x selection rate, one grid per step rule of the private selections. Each cell is the mean ± sample sd over seeds, the paper's value, and whether the difference is beyond the spread (|ours - paper| > our sd + the paper's sd where it gives one). A cell
 where a seed diverged says so instead of averaging the rest. Rows are told apart by method, variant
 (FedProx's mu, WAFFLe's selection rule) and the minority's classes; the paper's number is shown for
 every row of its method, so two readings of an open choice can be held against it.
@@ -89,9 +90,55 @@ def main() -> None:
               f"{fmt(st['gap'])} / {pap['gap'] if pap['gap'] is not None else '—'} | "
               f"{fmt(st['variance'])} / {pap['variance'] if pap['variance'] is not None else '—'} |")
 
-    got = results.read_table(results.folder_from_cli(__doc__.splitlines()[0], "waffle_ibp"), "heterogeneity")
+    folder = results.folder_from_cli(__doc__.splitlines()[0], "waffle_ibp")
+    got = results.read_table(folder, "heterogeneity")
     if got is not None:
         print_by_z(rows, *got)
+    got = results.read_table(folder, "open_choices")
+    if got is not None:
+        print_open_choices(*got)
+
+
+def open_choices_grid(rows: list[dict], metric: str = "minority") -> dict[str, dict]:
+    """Per step rule: the KL weights (rows), the selection rates (columns) and each cell's summary of
+    ``metric`` over seeds (mean, sd, n, missing: the seeds that diverged), from open_choices.csv's rows."""
+    out = {}
+    st = results.summarize(rows, ["selection_optimizer", "kl_weight", "selection_lr"], metric)
+    for (opt, kw, lr), s in st.items():
+        g = out.setdefault(opt, {"kl_weight": set(), "selection_lr": set(), "cells": {}})
+        g["kl_weight"].add(float(kw))
+        g["selection_lr"].add(float(lr))
+        g["cells"][float(kw), float(lr)] = s
+    for g in out.values():
+        g["kl_weight"], g["selection_lr"] = sorted(g["kl_weight"]), sorted(g["selection_lr"])
+    return out
+
+
+def within_paper(st: dict | None, paper) -> bool:
+    """Whether the paper's number lies in the cell's mean ± sd (the paper gives Table 1 without a spread)."""
+    return (st is not None and paper is not None and st["mean"] is not None and not st.get("missing")
+            and st["sd"] is not None and abs(st["mean"] - paper) <= st["sd"])
+
+
+def print_open_choices(rows: list[dict], meta: dict) -> None:
+    print(*results.provenance_comments(meta), sep="\n")
+    datasets = sorted({r["dataset"] for r in rows})
+    for ds in datasets:
+        paper = WAFFLE_IBP_TABLE1["minority"].get(ds, {}).get("waffle_ibp")
+        fedavg = WAFFLE_IBP_TABLE1["minority"].get(ds, {}).get("fedavg")
+        print(f"\n**The open choices mapped** ({ds} multimodal; the minority's local test accuracy, %, mean ± sd "
+              f"over seeds; **bold**: the paper's {paper} lies within the cell's spread; its FedAvg: {fedavg})")
+        for opt, g in open_choices_grid([r for r in rows if r["dataset"] == ds]).items():
+            print(f"\nselections stepped by {opt}\n")
+            print("| KL weight | " + " | ".join(f"rate {lr:g}" for lr in g["selection_lr"]) + " |")
+            print("|---|" + "---|" * len(g["selection_lr"]))
+            for kw in g["kl_weight"]:
+                cells = []
+                for lr in g["selection_lr"]:
+                    st = g["cells"].get((kw, lr))
+                    text = fmt(st) + ("" if st is None or st.get("missing") else f" ({st['n']})")
+                    cells.append(f"**{text}**" if within_paper(st, paper) else text)
+                print(f"| {kw:g} | " + " | ".join(cells) + " |")
 
 
 def by_z(z_rows: list[dict], table12_rows: list[dict]) -> list[dict]:
