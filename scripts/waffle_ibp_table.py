@@ -6,7 +6,9 @@ Table 2: mean local test accuracy, unimodal and multimodal; Table 1: the multimo
 minority, gap and variance; and, once configs/02_heterogeneity.yaml has written heterogeneity.csv,
 Fig. 7: WAFFLe's lead over FedAvg (unimodal) against Z, the classes per client (Z = 2 is Table 2's
 column); and, once configs/02_open_choices.yaml has written open_choices.csv, the open choices mapped:
-the minority's accuracy per KL weight x selection rate, one grid per step rule of the private selections. Each cell is the mean ± sample sd over seeds, the paper's value, and whether the difference is beyond the spread (|ours - paper| > our sd + the paper's sd where it gives one). A cell
+the minority's accuracy per KL weight x selection rate, one grid per step rule of the private selections;
+and the ablations of ablations.csv (Tables 6-7: local epochs; Table 8: the L1 ablation; Table 9: alpha/F and
+F) beside the paper's numbers. Each cell is the mean ± sample sd over seeds, the paper's value, and whether the difference is beyond the spread (|ours - paper| > our sd + the paper's sd where it gives one). A cell
 where a seed diverged says so instead of averaging the rest. Rows are told apart by method, variant
 (FedProx's mu, WAFFLe's selection rule) and the minority's classes; the paper's number is shown for
 every row of its method, so two readings of an open choice can be held against it.
@@ -15,7 +17,8 @@ from __future__ import annotations
 
 from fltutor import results
 from fltutor.partition import MULTIMODAL_PRESETS
-from fltutor.paper_tables import WAFFLE_IBP_FIG7_GAP, WAFFLE_IBP_TABLE1, WAFFLE_IBP_TABLE2, WAFFLE_IBP_TABLE2_SPREAD
+from fltutor.paper_tables import (WAFFLE_IBP_EPOCHS, WAFFLE_IBP_FIG7_GAP, WAFFLE_IBP_TABLE1, WAFFLE_IBP_TABLE2,
+                                  WAFFLE_IBP_TABLE2_SPREAD, WAFFLE_IBP_TABLE8_L1, WAFFLE_IBP_TABLE9)
 
 BY = ["dataset", "method", "variant", "minority_classes"]
 
@@ -97,6 +100,41 @@ def main() -> None:
     got = results.read_table(folder, "open_choices")
     if got is not None:
         print_open_choices(*got)
+    got = results.read_table(folder, "ablations")
+    if got is not None:
+        print_ablations(*got)
+
+
+def ablation_cells(rows: list[dict]) -> dict[tuple, dict]:
+    """Local accuracy over seeds per ablation cell, keyed (table, dataset, mode, method, step rule, setting):
+    the setting is the L1 weight (Table 8), (alpha/F, F) (Table 9) or E (Tables 6-7)."""
+    keyed = []
+    for r in rows:
+        if r["metric"] != "local_acc":
+            continue
+        setting = (float(r["l1_weight"]) if r["table"] == "Table 8" else
+                   (float(r["alpha_ratio"]), int(r["num_factors"])) if r["table"] == "Table 9" else int(r["local_epochs"]))
+        keyed.append({"key": (r["table"], r["dataset"], r["mode"], r["method"], r["selection_optimizer"] or "", setting),
+                      "seed": r["seed"], "metric": "local_acc", "value": r["value"]})
+    return {k[0]: v for k, v in results.summarize(keyed, ["key"], "local_acc").items()}
+
+
+def print_ablations(rows: list[dict], meta: dict) -> None:
+    print(*results.provenance_comments(meta), sep="\n")
+    print("\n**Ablations** (local test accuracy, %): ours (mean ± sd over seeds, seeds in brackets) / the paper's; "
+          "beyond? when |ours − paper| exceeds our sd (the paper gives these without a spread)\n")
+    print("| table | dataset | mode | method | selections stepped by | setting | ours | paper | beyond? |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for (table, ds, mode, method, opt, setting), st in sorted(ablation_cells(rows).items(), key=lambda kv: kv[0]):
+        if table == "Table 8":
+            paper, what = WAFFLE_IBP_TABLE8_L1.get(setting), f"L1 weight {setting:g}"
+        elif table == "Table 9":
+            paper, what = (WAFFLE_IBP_TABLE9.get(setting) if ds == "mnist" else None), f"alpha/F {setting[0]:g}, F {setting[1]}"
+        else:
+            paper, what = WAFFLE_IBP_EPOCHS.get(mode, {}).get(ds, {}).get(method, {}).get(setting), f"E = {setting}"
+        n = st["n"] + st.get("missing", 0)
+        print(f"| {table} | {ds} | {mode} | {method} | {opt or '—'} | {what} | {fmt(st)} ({n}) | "
+              f"{'—' if paper is None else f'{paper:.2f}'} | {beyond(st, paper, None)} |")
 
 
 def open_choices_grid(rows: list[dict], metric: str = "minority") -> dict[str, dict]:
