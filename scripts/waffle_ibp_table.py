@@ -119,6 +119,20 @@ def ablation_cells(rows: list[dict]) -> dict[tuple, dict]:
     return {k[0]: v for k, v in results.summarize(keyed, ["key"], "local_acc").items()}
 
 
+def ablation_paper(table: str, ds: str, mode: str, method: str, setting):
+    """The paper's number for one ablation cell (ablation_cells' key), or None where it prints none."""
+    if table == "Table 8":
+        return WAFFLE_IBP_TABLE8_L1.get(setting)
+    if table == "Table 9":
+        return WAFFLE_IBP_TABLE9.get(setting) if ds == "mnist" else None
+    return WAFFLE_IBP_EPOCHS.get(mode, {}).get(ds, {}).get(method, {}).get(setting)
+
+
+def setting_label(table: str, setting) -> str:
+    return (f"L1 weight {setting:g}" if table == "Table 8" else
+            f"alpha/F {setting[0]:g}, F {setting[1]}" if table == "Table 9" else f"E = {setting}")
+
+
 def print_ablations(rows: list[dict], meta: dict) -> None:
     print(*results.provenance_comments(meta), sep="\n")
     print("\n**Ablations** (local test accuracy, %): ours (mean ± sd over seeds, seeds in brackets) / the paper's; "
@@ -126,12 +140,7 @@ def print_ablations(rows: list[dict], meta: dict) -> None:
     print("| table | dataset | mode | method | selections stepped by | setting | ours | paper | beyond? |")
     print("|---|---|---|---|---|---|---|---|---|")
     for (table, ds, mode, method, opt, setting), st in sorted(ablation_cells(rows).items(), key=lambda kv: kv[0]):
-        if table == "Table 8":
-            paper, what = WAFFLE_IBP_TABLE8_L1.get(setting), f"L1 weight {setting:g}"
-        elif table == "Table 9":
-            paper, what = (WAFFLE_IBP_TABLE9.get(setting) if ds == "mnist" else None), f"alpha/F {setting[0]:g}, F {setting[1]}"
-        else:
-            paper, what = WAFFLE_IBP_EPOCHS.get(mode, {}).get(ds, {}).get(method, {}).get(setting), f"E = {setting}"
+        paper, what = ablation_paper(table, ds, mode, method, setting), setting_label(table, setting)
         n = st["n"] + st.get("missing", 0)
         print(f"| {table} | {ds} | {mode} | {method} | {opt or '—'} | {what} | {fmt(st)} ({n}) | "
               f"{'—' if paper is None else f'{paper:.2f}'} | {beyond(st, paper, None)} |")
