@@ -39,8 +39,8 @@ def test_print_open_choices_bolds_the_cells_that_hold_the_papers_minority(mod, c
     assert "selections stepped by adam" in out and "rate 0.1" in out
 
 
-def _abl(table, mode, method, seed, value, opt="adam", **setting):
-    cols = {"l1_weight": "", "alpha_ratio": "", "num_factors": "", "local_epochs": "", **setting}
+def _abl(table, mode, method, seed, value, opt="adam", lr=0.04, **setting):
+    cols = {"l1_weight": "", "alpha_ratio": "", "num_factors": "", "local_epochs": "", "lr": lr, **setting}
     return {"table": table, "dataset": "mnist", "mode": mode, "method": method, "selection_optimizer": opt,
             "seed": seed, **cols, "metric": "local_acc", "value": value}
 
@@ -49,7 +49,8 @@ def test_ablations_are_keyed_by_their_own_setting_and_set_beside_the_paper(mod, 
     rows = [_abl("Table 9", "multimodal", "waffle_ibp", s, v, alpha_ratio=0.4, num_factors=80) for s, v in ((0, 97.0), (1, 95.0))]
     rows += [_abl("Table 8", "unimodal", "waffle_ibp_l1", 0, 98.0, l1_weight=w) for w in (10.0, 2.0, 0.1)]
     rows += [_abl("Tables 6-7", "unimodal", "fedavg", 0, 93.0, opt="", local_epochs=20)]
-    rows += [_abl("Tables 6-7", "multimodal", "waffle_ibp", 0, None, local_epochs=30)]       # a diverged run
+    rows += [_abl("Tables 6-7", "multimodal", "waffle_ibp", 0, None, lr=0.02, local_epochs=30)]       # a diverged run
+    rows += [_abl("Tables 6-7", "multimodal", "fedavg", 0, 88.0, opt="", local_epochs=10)]   # not Table 7's rate 0.02
     cells = mod.ablation_cells(rows)
     t9 = cells["Table 9", "mnist", "multimodal", "waffle_ibp", "adam", (0.4, 80)]
     assert t9["mean"] == pytest.approx(96.0) and t9["sd"] == pytest.approx(2 ** 0.5)
@@ -58,8 +59,9 @@ def test_ablations_are_keyed_by_their_own_setting_and_set_beside_the_paper(mod, 
     # Table 9 at alpha/F 0.4, F 80: paper 91.83, beyond 96.00 - 1.41 -> yes
     assert "| Table 9 | mnist | multimodal | waffle_ibp | adam | alpha/F 0.4, F 80 | 96.00 ± 1.41 (2) | 91.83 | yes |" in out
     # Table 6, FedAvg at E = 20: the paper's 93.36; one seed has no spread to judge by
-    assert "| E = 20 | 93.00 (1) | 93.36 | n/a (1 seed) |" in out
-    assert "| E = 30 | diverged in 1 of 1 (1) | 95.07 | — |" in out
+    assert "| E = 20, lr 0.04 | 93.00 (1) | 93.36 | n/a (1 seed) |" in out
+    assert "| E = 30, lr 0.02 | diverged in 1 of 1 (1) | 95.07 | — |" in out
+    assert "| E = 10, lr 0.04 | 88.00 (1) | — | — |" in out                        # the paper's 88.70 is at lr 0.02
     l1 = [line for line in out.splitlines() if "L1 weight" in line]                 # numeric order, not text order
     assert [line.split("| L1 weight ")[1].split(" |")[0] for line in l1] == ["0.1", "2", "10"]
     assert "| 0.1 | 98.00 (1) | 94.59 |" in l1[0].replace("L1 weight ", "")
