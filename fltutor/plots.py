@@ -317,13 +317,15 @@ def plot_image_grid(images, row_labels: Sequence[str] | None = None, col_labels:
 
 def plot_lr_grid(panels: dict, client_lrs: Sequence[float], server_lrs: Sequence[float], *, axes=None,
                  diff_keys: Sequence[str] = (), fmt: str = "{:.1f}", xlabel: str = "client rate $\\eta_l$",
-                 ylabel: str = "server rate $\\eta_g$", marks: dict | None = None):
+                 ylabel: str = "server rate $\\eta_g$", marks: dict | None = None, diff_limit: float | None = None):
     """Annotated heatmaps of accuracy over server rate (rows) x client rate (columns), one per panel.
 
     ``panels``: {title: (S, L) array} with NaN for a run that diverged or was not run (drawn as a hatched
     "—"). Panels named in ``diff_keys`` are differences: a red-blue map centred on 0; the others share
     one 0-100 % scale, so two panels read alike. Any other pair of settings can be drawn by naming the
     axes (``xlabel``, ``ylabel``); ``marks`` {title: (S, L) bool array} outlines chosen cells in red.
+    ``diff_limit`` fixes the difference panels' scale at ±diff_limit (default: each panel's largest |value|),
+    so panels drawn in separate calls read alike.
     """
     n = len(panels)
     if axes is None:
@@ -334,7 +336,8 @@ def plot_lr_grid(panels: dict, client_lrs: Sequence[float], server_lrs: Sequence
             raise ValueError(f"plot_lr_grid: panel {title!r} has shape {a.shape}; expected "
                              f"({len(server_lrs)} server rates, {len(client_lrs)} client rates)")
         diff = title in diff_keys
-        lim = max(1.0, float(np.nanmax(np.abs(a)))) if diff and np.isfinite(a).any() else 1.0
+        lim = (float(diff_limit) if diff_limit is not None else
+               max(1.0, float(np.nanmax(np.abs(a)))) if diff and np.isfinite(a).any() else 1.0)
         im = ax.imshow(np.ma.masked_invalid(a), cmap="RdBu" if diff else "viridis", aspect="auto",
                        vmin=-lim if diff else 0, vmax=lim if diff else 100)
         ax.set_facecolor("0.85")

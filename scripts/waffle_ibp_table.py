@@ -99,7 +99,7 @@ def main() -> None:
         print_by_z(rows, *got)
     got = results.read_table(folder, "open_choices")
     if got is not None:
-        print_open_choices(*got)
+        print_open_choices(*got, fedavg=fedavg_minority(rows, "mnist"))
     got = results.read_table(folder, "ablations")
     if got is not None:
         print_ablations(*got)
@@ -172,25 +172,54 @@ def within_paper(st: dict | None, paper) -> bool:
             and st["sd"] is not None and abs(st["mean"] - paper) <= st["sd"])
 
 
-def print_open_choices(rows: list[dict], meta: dict) -> None:
+def fedavg_minority(table12_rows: list[dict], ds: str) -> dict:
+    """{seed: FedAvg's minority accuracy} on ``ds``'s multimodal split with the paper's minority (Table 1's rows)."""
+    preset = "-".join(str(c) for c in MULTIMODAL_PRESETS.get(ds, [((), 0)])[-1][0])
+    return {r["seed"]: r["value"] for r in table12_rows
+            if (r["dataset"], r["mode"], r["method"], r["metric"]) == (ds, "multimodal", "fedavg", "minority")
+            and not r["variant"] and r["minority_classes"] == preset and r["value"] is not None}
+
+
+def lead_rows(rows: list[dict], fedavg: dict) -> list[dict]:
+    """The minority rows as leads over FedAvg's minority at the same seed (same split); seeds without a
+    FedAvg run are left out, a diverged cell stays a missing value."""
+    return [{**r, "value": None if r["value"] is None else r["value"] - fedavg[r["seed"]]}
+            for r in rows if r["metric"] == "minority" and r["seed"] in fedavg]
+
+
+def _print_grid(g: dict, paper, sign: str = "") -> None:
+    print("| KL weight | " + " | ".join(f"rate {lr:g}" for lr in g["selection_lr"]) + " |")
+    print("|---|" + "---|" * len(g["selection_lr"]))
+    for kw in g["kl_weight"]:
+        cells = []
+        for lr in g["selection_lr"]:
+            st = g["cells"].get((kw, lr))
+            text = "—" if st is None else (fmt(st) if st.get("missing") or not sign else _mean_sd(st, sign))
+            text += "" if st is None or st.get("missing") else f" ({st['n']})"
+            cells.append(f"**{text}**" if within_paper(st, paper) else text)
+        print(f"| {kw:g} | " + " | ".join(cells) + " |")
+
+
+def print_open_choices(rows: list[dict], meta: dict, fedavg: dict | None = None) -> None:
+    """The map per step rule, and where ``fedavg`` ({seed: minority}) is given, the same map as WAFFLe's lead
+    over FedAvg seed by seed: the split decides much of the minority's level, the lead is what a choice adds."""
     print(*results.provenance_comments(meta), sep="\n")
     datasets = sorted({r["dataset"] for r in rows})
     for ds in datasets:
         paper = WAFFLE_IBP_TABLE1["minority"].get(ds, {}).get("waffle_ibp")
-        fedavg = WAFFLE_IBP_TABLE1["minority"].get(ds, {}).get("fedavg")
+        paper_fedavg = WAFFLE_IBP_TABLE1["minority"].get(ds, {}).get("fedavg")
         print(f"\n**The open choices mapped** ({ds} multimodal; the minority's local test accuracy, %, mean ± sd "
-              f"over seeds; **bold**: the paper's {paper} lies within the cell's spread; its FedAvg: {fedavg})")
-        for opt, g in open_choices_grid([r for r in rows if r["dataset"] == ds]).items():
+              f"over seeds; **bold**: the paper's {paper} lies within the cell's spread; its FedAvg: {paper_fedavg})")
+        mine = [r for r in rows if r["dataset"] == ds]
+        leads = open_choices_grid(lead_rows(mine, fedavg)) if fedavg and ds == "mnist" else {}
+        for opt, g in open_choices_grid(mine).items():
             print(f"\nselections stepped by {opt}\n")
-            print("| KL weight | " + " | ".join(f"rate {lr:g}" for lr in g["selection_lr"]) + " |")
-            print("|---|" + "---|" * len(g["selection_lr"]))
-            for kw in g["kl_weight"]:
-                cells = []
-                for lr in g["selection_lr"]:
-                    st = g["cells"].get((kw, lr))
-                    text = fmt(st) + ("" if st is None or st.get("missing") else f" ({st['n']})")
-                    cells.append(f"**{text}**" if within_paper(st, paper) else text)
-                print(f"| {kw:g} | " + " | ".join(cells) + " |")
+            _print_grid(g, paper)
+            if opt in leads:
+                lead_paper = None if paper is None or paper_fedavg is None else round(paper - paper_fedavg, 2)
+                print(f"\nselections stepped by {opt}: lead over FedAvg's minority at the same seed (points; "
+                      f"FedAvg's seeds {sorted(fedavg)}; **bold**: the paper's {lead_paper:+.2f} within the spread)\n")
+                _print_grid(leads[opt], lead_paper, sign="+")
 
 
 def by_z(z_rows: list[dict], table12_rows: list[dict]) -> list[dict]:

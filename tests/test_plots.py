@@ -181,3 +181,17 @@ def test_plot_lr_grid_marks_missing_cells_and_checks_shapes():
     with pytest.raises(ValueError, match="expected \\(2 server rates, 3 client rates\\)"):
         plot_lr_grid({"AVG": a}, [0.01, 0.05, 0.1], [1.0, 2.0])
     plt.close("all")
+
+
+def test_plot_lr_grid_diff_limit_fixes_the_difference_scale():
+    import matplotlib.pyplot as plt
+    from fltutor.plots import plot_lr_grid
+    d = np.array([[5.0, -2.0], [1.0, np.nan]])
+    own = plot_lr_grid({"lead": d}, [0.01, 0.1], [1.0, 2.0], diff_keys=["lead"])[0]
+    fixed = plot_lr_grid({"lead": d}, [0.01, 0.1], [1.0, 2.0], diff_keys=["lead"], diff_limit=40.0)[0]
+    assert own.images[0].get_clim() == (-5.0, 5.0)                    # the panel's own largest |value|
+    assert fixed.images[0].get_clim() == (-40.0, 40.0)
+    assert fixed.texts[0].get_color() == "k"                          # +5 is pale on a ±40 scale: dark text
+    acc = plot_lr_grid({"acc": d + 50}, [0.01, 0.1], [1.0, 2.0], diff_limit=40.0)[0]
+    assert acc.images[0].get_clim() == (0.0, 100.0)                   # accuracy panels keep 0-100
+    plt.close("all")

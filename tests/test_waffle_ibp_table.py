@@ -65,3 +65,19 @@ def test_ablations_are_keyed_by_their_own_setting_and_set_beside_the_paper(mod, 
     l1 = [line for line in out.splitlines() if "L1 weight" in line]                 # numeric order, not text order
     assert [line.split("| L1 weight ")[1].split(" |")[0] for line in l1] == ["0.1", "2", "10"]
     assert "| 0.1 | 98.00 (1) | 94.59 |" in l1[0].replace("L1 weight ", "")
+
+
+def test_leads_over_fedavg_are_taken_seed_by_seed_from_table_1s_fedavg_rows(mod, capsys):
+    t12 = [{"dataset": "mnist", "mode": "multimodal", "method": "fedavg", "variant": "", "minority_classes": "0-2-4-6-8",
+            "seed": s, "metric": "minority", "value": v} for s, v in ((0, 70.0), (1, 50.0), (2, 60.0))]
+    t12 += [{**t12[0], "minority_classes": "1-3", "value": 1.0},                 # another reading of the minority
+            {**t12[0], "method": "waffle_ibp", "value": 2.0}, {**t12[0], "metric": "majority", "value": 3.0}]
+    fa = mod.fedavg_minority(t12, "mnist")
+    assert fa == {0: 70.0, 1: 50.0, 2: 60.0}
+    rows = _cell("adam", 0.1, 0.1, 0, 95.0) + _cell("adam", 0.1, 0.1, 1, 85.0) + _cell("adam", 0.1, 0.1, 3, 99.0)
+    leads = mod.lead_rows(rows, fa)
+    assert sorted((r["seed"], r["value"]) for r in leads) == [(0, 25.0), (1, 35.0)]   # seed 3 has no FedAvg run
+    mod.print_open_choices(rows, {"command": "x"}, fedavg=fa)
+    out = capsys.readouterr().out
+    # leads 25 and 35: mean +30.00, sd 7.07; the paper's 93.87 - 67.40 = +26.47 lies within it
+    assert "| 0.1 | **+30.00 ± 7.07 (2)** |" in out and "+26.47" in out
