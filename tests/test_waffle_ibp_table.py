@@ -81,3 +81,17 @@ def test_leads_over_fedavg_are_taken_seed_by_seed_from_table_1s_fedavg_rows(mod,
     out = capsys.readouterr().out
     # leads 25 and 35: mean +30.00, sd 7.07; the paper's 93.87 - 67.40 = +26.47 lies within it
     assert "| 0.1 | **+30.00 ± 7.07 (2)** |" in out and "+26.47" in out
+
+
+def test_tables_1_2_leave_out_rows_at_another_number_of_rounds(mod, tmp_path, capsys, monkeypatch):
+    from fltutor import results
+    row = {"dataset": "mnist", "mode": "unimodal", "method": "fedavg", "variant": "", "minority_classes": "",
+           "clients": 120, "lr": 0.04, "metric": "local_acc"}
+    rows = [{**row, "rounds": 100, "seed": 0, "value": 94.0}, {**row, "rounds": 100, "seed": 1, "value": 96.0},
+            {**row, "rounds": 50, "seed": 0, "value": 10.0}]                    # a T = 50 run must not pool in
+    results.write_table(tmp_path, "tables1_2", rows, {"command": "x"})
+    monkeypatch.setattr("sys.argv", ["waffle_ibp_table.py", "--folder", str(tmp_path)])
+    mod.main()
+    out = capsys.readouterr().out
+    assert "left out: rows with T = [50]" in out
+    assert "| mnist | fedavg | 2/0 | 95.00 ± 1.41 |" in out
