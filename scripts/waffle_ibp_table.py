@@ -60,10 +60,10 @@ def main() -> None:
     rows, meta = results.table_from_cli(__doc__.splitlines()[0], "waffle_ibp", "tables1_2",
                                         "run configs/02_mnist_cpu.yaml or configs/02_paper.yaml")
     rows = [{k: ("" if v is None and k in BY else v) for k, v in r.items()} for r in rows]   # CSV reads "" as None
-    other_t = sorted({r["rounds"] for r in rows if r["rounds"] != 100})
+    other_t = sorted({r["rounds"] for r in rows if r.get("rounds") not in (None, 100)})
     if other_t:   # Tables 1-2 are T = 100; a run at another T is another experiment, never pooled into a cell
         print(f"<!-- left out: rows with T = {other_t} rounds (Tables 1-2 use T = 100) -->")
-        rows = [r for r in rows if r["rounds"] == 100]
+        rows = [r for r in rows if r.get("rounds") in (None, 100)]
     print(*results.provenance_comments(meta), sep="\n")
     uni = results.summarize([r for r in rows if r["mode"] == "unimodal"], BY, "local_acc")
     multi = {m: results.summarize([r for r in rows if r["mode"] == "multimodal"], BY, m)
