@@ -8,7 +8,7 @@ Fig. 7: WAFFLe's lead over FedAvg (unimodal) against Z, the classes per client (
 column); and, once configs/02_open_choices.yaml has written open_choices.csv, the open choices mapped:
 the minority's accuracy per KL weight x selection rate, one grid per step rule of the private selections;
 and the ablations of ablations.csv (Tables 6-7: local epochs; Table 8: the L1 ablation; Table 9: alpha/F and
-F) beside the paper's numbers. Each cell is the mean ± sample sd over seeds, the paper's value, and whether the difference is beyond the spread (|ours - paper| > our sd + the paper's sd where it gives one). A cell
+F, multimodal, and unimodal as the ICLR submission's Table 6) beside the paper's numbers. Each cell is the mean ± sample sd over seeds, the paper's value, and whether the difference is beyond the spread (|ours - paper| > our sd + the paper's sd where it gives one). A cell
 where a seed diverged says so instead of averaging the rest. Rows are told apart by method, variant
 (FedProx's mu, WAFFLe's selection rule) and the minority's classes; the paper's number is shown for
 every row of its method, so two readings of an open choice can be held against it.
@@ -18,7 +18,8 @@ from __future__ import annotations
 from fltutor import results
 from fltutor.partition import MULTIMODAL_PRESETS
 from fltutor.paper_tables import (WAFFLE_IBP_EPOCHS, WAFFLE_IBP_FIG7_GAP, WAFFLE_IBP_TABLE1, WAFFLE_IBP_TABLE2,
-                                  WAFFLE_IBP_TABLE2_SPREAD, WAFFLE_IBP_TABLE8_L1, WAFFLE_IBP_TABLE9)
+                                  WAFFLE_IBP_TABLE2_SPREAD, WAFFLE_IBP_TABLE8_L1, WAFFLE_IBP_TABLE9,
+                                  WAFFLE_IBP_ALPHA_F_UNIMODAL)
 
 BY = ["dataset", "method", "variant", "minority_classes"]
 
@@ -129,8 +130,9 @@ def ablation_paper(table: str, ds: str, mode: str, method: str, setting):
     """The paper's number for one ablation cell (ablation_cells' key), or None where it prints none."""
     if table == "Table 8":
         return WAFFLE_IBP_TABLE8_L1.get(setting)
-    if table == "Table 9":
-        return WAFFLE_IBP_TABLE9.get(setting) if ds == "mnist" else None
+    if table == "Table 9":   # multimodal: Table 9; unimodal: only the ICLR submission's Table 6 has it
+        grid_ = WAFFLE_IBP_TABLE9 if mode == "multimodal" else WAFFLE_IBP_ALPHA_F_UNIMODAL
+        return grid_.get(setting) if ds == "mnist" else None
     epochs, lr = setting
     if mode == "multimodal" and lr != 0.02:   # Table 7 was run at 0.02 (section IV-G-2)
         return None
