@@ -156,13 +156,24 @@ def summarize(rows: Sequence[dict], by: Sequence[str], metric: str | None = None
     """Mean, sample standard deviation and count of ``value`` per group of ``by``.
 
     Missing values (a run that diverged writes none) are not averaged: ``missing`` counts them, so a
-    reader can print "diverged in 1 of 4 seeds" instead of a mean over the seeds that survived."""
+    reader can print "diverged in 1 of 4 seeds" instead of a mean over the seeds that survived.
+
+    Rows with a ``seed`` must give each seed once per group: two rows of one seed (say from two runs
+    labelled differently, merged into one table) would count it twice, so that raises a ValueError."""
     groups: dict[tuple, list[float]] = {}
     missing: dict[tuple, int] = {}
+    seen: set[tuple] = set()
     for r in rows:
         if metric is not None and r["metric"] != metric:
             continue
         key = tuple(r[k] for k in by)
+        if r.get("seed") is not None:
+            once = (key, r.get("metric"), r["seed"])
+            if once in seen:
+                raise ValueError(f"seed {r['seed']} appears twice in the group {dict(zip(by, key))} "
+                                 f"(metric {r.get('metric')!r}): tell the runs apart by a column in `by`, "
+                                 "or drop the stale row from the table")
+            seen.add(once)
         groups.setdefault(key, [])
         missing.setdefault(key, 0)
         if r["value"] is not None and not isinstance(r["value"], str):

@@ -77,18 +77,21 @@ def summary(rows: list[dict]) -> list[str]:
     out = []
     rows = [{**r, "grad_clip_norm": float(r.get("grad_clip_norm") or 0)} for r in rows]   # rows from before clipping: 0
     rows = [{**r, "model": r.get("model") or "lenet5"} for r in rows]                        # ... or a model column
+    where = ("distribution", "images_per_agent", "rounds")   # one setting each; kept apart when a table mixes them
+    rows = [{**r, **{k: r.get(k) or "" for k in where}} for r in rows]
+    mixed = len({tuple(r[k] for k in where) for r in rows}) > 1
     key = lambda r: (r["method"], r["control"], r.get("c_rule") or "", r.get("nonfinite") or "",  # noqa: E731
-                     float(r.get("grad_clip_norm") or 0), r["model"])
-    cols = ["method", "control", "c_rule", "nonfinite", "grad_clip_norm", "model"]
-    for (m, ctl, rule, nf, clip, model), got in results.summarize(rows, cols, "best_acc").items():
+                     float(r.get("grad_clip_norm") or 0), r["model"], *(r[k] for k in where))
+    cols = ["method", "control", "c_rule", "nonfinite", "grad_clip_norm", "model", *where]
+    for (m, ctl, rule, nf, clip, model, dist, imgs, rounds), got in results.summarize(rows, cols, "best_acc").items():
         clip = float(clip or 0)
-        mine = [r for r in rows if key(r) == (m, ctl, rule or "", nf or "", clip, model)]
+        mine = [r for r in rows if key(r) == (m, ctl, rule or "", nf or "", clip, model, dist, imgs, rounds)]
         stops = sorted(int(r["value"]) for r in mine if r["metric"] == "diverged_round" and r["value"] is not None)
         finals = [r["value"] for r in mine if r["metric"] == "final_acc" and r["value"] is not None]
         n = got["n"] + got["missing"]
         fin = f"final {np.mean(finals):6.2f}" if finals else "final    –  "
         best = "   –  " if got["mean"] is None else f"{got['mean']:6.2f}" + (f" ± {got['sd']:5.2f}" if got["sd"] is not None else "")
-        out.append(f"{m:16s} option {ctl:2s} {rule or '':13s} {nf or '':9s} {f'clip {clip:g}' if clip else '':9s} "
+        out.append((f"{dist} {imgs} images {rounds} rounds: " if mixed else "") + f"{m:16s} option {ctl:2s} {rule or '':13s} {nf or '':9s} {f'clip {clip:g}' if clip else '':9s} "
                    f"{'' if model == 'lenet5' else model + ' '}"
                    f"best {best} ({n} seeds)  {fin}  "
                    f"diverged {len(stops)} of {n}" + (f" (rounds {', '.join(map(str, stops))})" if stops else ""))

@@ -54,6 +54,17 @@ def test_summarize_counts_a_diverged_seed_instead_of_averaging_over_it():
     assert got["n"] == 2 and got["missing"] == 1 and got["mean"] == pytest.approx(75.0)
 
 
+def test_summarize_refuses_a_seed_counted_twice_in_one_group():
+    # two runs of seed 0 labelled apart ("variant"), then pooled without that column: n would read 3, not 2
+    rows = [{"method": "waffle_ibp", "variant": v, "seed": s, "metric": "acc", "value": x}
+            for v, s, x in (("alpha/F 0.8", 0, 90.0), ("alpha/F 0.4, F 80", 0, 91.0), ("alpha/F 0.4, F 80", 1, 92.0))]
+    assert results.summarize(rows, by=("method", "variant"), metric="acc")[("waffle_ibp", "alpha/F 0.4, F 80")]["n"] == 2
+    with pytest.raises(ValueError, match=r"seed 0 appears twice in the group \{'method': 'waffle_ibp'\}"):
+        results.summarize(rows, by=("method",), metric="acc")
+    # the same seed under two metrics is not a repeat
+    assert results.summarize(rows[:1] + [{**rows[0], "metric": "loss"}], by=("method",))[("waffle_ibp",)]["n"] == 2
+
+
 def test_a_missing_table_reads_as_none(tmp_path):
     assert results.read_table(tmp_path, "nothing") is None
 

@@ -64,13 +64,24 @@ def test_bad_input_is_named_before_training(probe, tmp_path):
 def test_summary_splits_by_clip_norm_and_reads_old_rows_as_unclipped(probe):
     rows = probe.run_rows({"method": "scaffold", "control": "II", "c_rule": "", "nonfinite": "", "seed": 0},
                           _res([80.0], {"round": 5}))                       # an old row: no grad_clip_norm column
-    rows += probe.run_rows({"method": "scaffold", "control": "II", "c_rule": "", "nonfinite": "", "seed": 0,
+    rows += probe.run_rows({"method": "scaffold", "control": "II", "c_rule": "", "nonfinite": "", "seed": 1,
                             "grad_clip_norm": 0.0}, _res([70.0], {"round": 7}))
     rows += probe.run_rows({"method": "scaffold", "control": "II", "c_rule": "", "nonfinite": "", "seed": 0,
                             "grad_clip_norm": 1.0}, _res([90.0, 95.0]))
     off, on = probe.summary(rows)
     assert "clip" not in off and "(2 seeds)" in off and "diverged 2 of 2 (rounds 5, 7)" in off
     assert "clip 1" in on and "best  95.00 (1 seeds)" in on and "diverged 0 of 1" in on
+
+
+def test_summary_keeps_distributions_and_scales_apart(probe):
+    # one table holds C at 480 images and A* at full scale: a seed of each is never pooled into one cell
+    ids = {"method": "waffle_weighted", "control": "II", "c_rule": "increments", "nonfinite": "", "seed": 2}
+    rows = probe.run_rows({**ids, "distribution": "C", "images_per_agent": 480, "rounds": 30}, _res([96.5]))
+    rows += probe.run_rows({**ids, "distribution": "A*", "images_per_agent": 5999, "rounds": 100}, _res([54.2]))
+    c, a_star = probe.summary(rows)
+    assert a_star.startswith("A* 5999 images 100 rounds: ") and "best  54.20 (1 seeds)" in a_star
+    assert c.startswith("C 480 images 30 rounds: ") and "best  96.50 (1 seeds)" in c
+    assert probe.summary(rows[:len(rows) // 2])[0].startswith("waffle_weighted")   # one setting: no prefix
 
 
 def test_a_tiny_clipped_sweep_runs(probe, tmp_path, capsys):
