@@ -79,16 +79,28 @@ def grid(**axes) -> list[dict]:
 
 
 _CODE_VERSION = None
+# Modules that never change a run's numbers: the papers' printed values, plots, results/ tables and the CLI.
+# Editing them keeps finished cells and checkpoints usable (a long CPU run survives a docs fix); every other
+# file of the package counts. tests/test_federation.py checks that no training module imports these.
+NOT_IN_CODE_VERSION = ("paper_tables.py", "plots.py", "results.py", "__main__.py")
+
+
+def source_hash(root: Path | str | None = None) -> str:
+    """10 hex digits over the package's source files (``root``: the package folder), less NOT_IN_CODE_VERSION."""
+    root = Path(root) if root is not None else Path(__file__).parent
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*.py")):
+        rel = p.relative_to(root).as_posix()
+        if rel not in NOT_IN_CODE_VERSION:
+            h.update(rel.encode() + p.read_bytes())
+    return h.hexdigest()[:10]
 
 
 def code_version() -> str:
-    """The package version plus a hash of its source, so edited code never reuses old cells."""
+    """The package version plus a hash of the source that trains, so edited code never reuses old cells."""
     global _CODE_VERSION
     if _CODE_VERSION is None:
-        h = hashlib.sha256()
-        for p in sorted(Path(__file__).parent.rglob("*.py")):
-            h.update(p.name.encode() + p.read_bytes())
-        _CODE_VERSION = f"{__version__}+{h.hexdigest()[:10]}"
+        _CODE_VERSION = f"{__version__}+{source_hash()}"
     return _CODE_VERSION
 
 

@@ -457,3 +457,60 @@ def test_gpu_sweep_equals_runs_alone(fed, method, extra):
         alone = Federation("mlp", fed, method, **cuda, **{**settings, **r})
         alone.run()
         _assert_same_run(swept, i, alone)
+
+
+def test_the_code_hash_ignores_presentation_modules_and_counts_the_training_ones(tmp_path):
+    import shutil
+    from pathlib import Path
+    pkg = tmp_path / "fltutor"
+    shutil.copytree(Path(federation.__file__).parent, pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    before = federation.source_hash(pkg)
+    assert before == federation.source_hash()                       # the copy hashes as the package does
+    for name in federation.NOT_IN_CODE_VERSION:                     # a docs fix keeps finished cells usable
+        with open(pkg / name, "a") as f:
+            f.write("\n# edited\n")
+        assert federation.source_hash(pkg) == before, name
+    for name in ("engine.py", "methods/fedavg.py", "models.py"):    # an edit that may change numbers never does
+        p = pkg / name
+        text = p.read_text()
+        p.write_text(text + "\n# edited\n")
+        assert federation.source_hash(pkg) != before, name
+        p.write_text(text)
+    assert federation.source_hash(pkg) == before
+
+
+def test_no_module_that_trains_imports_one_left_out_of_the_code_hash():
+    # the import closure of federation.py and every method file (methods load by name, so all count), read
+    # from the source: a left-out module imported there could change numbers without changing the hash
+    import ast
+    from pathlib import Path
+    root = Path(federation.__file__).parent
+    todo = [root / "federation.py", *sorted((root / "methods").glob("*.py"))]
+    seen = set()
+    while todo:
+        p = todo.pop()
+        if p in seen or not p.exists():
+            continue
+        seen.add(p)
+        pkg = p.parent
+        for node in ast.walk(ast.parse(p.read_text())):
+            names = []
+            if isinstance(node, ast.ImportFrom):
+                base = pkg
+                for _ in range(max(node.level - 1, 0)):
+                    base = base.parent
+                if node.level == 0:
+                    if not (node.module or "").startswith("fltutor"):
+                        continue
+                    base, parts = root, (node.module or "").split(".")[1:]
+                else:
+                    parts = (node.module or "").split(".") if node.module else []
+                mod = base.joinpath(*parts)
+                names = [mod.with_suffix(".py"), mod / "__init__.py"] + [mod / f"{a.name}.py" for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [root.joinpath(*a.name.split(".")[1:]).with_suffix(".py") for a in node.names
+                         if a.name.startswith("fltutor.")]
+            todo += [n for n in names if n.exists()]
+    used = {p.relative_to(root).as_posix() for p in seen}
+    assert {"engine.py", "aggregators.py", "models.py", "methods/waffle_ibp.py"} <= used   # the walk does reach
+    assert not used & set(federation.NOT_IN_CODE_VERSION)
