@@ -317,7 +317,8 @@ def plot_image_grid(images, row_labels: Sequence[str] | None = None, col_labels:
 
 def plot_lr_grid(panels: dict, client_lrs: Sequence[float], server_lrs: Sequence[float], *, axes=None,
                  diff_keys: Sequence[str] = (), fmt: str = "{:.1f}", xlabel: str = "client rate $\\eta_l$",
-                 ylabel: str = "server rate $\\eta_g$", marks: dict | None = None, diff_limit: float | None = None):
+                 ylabel: str = "server rate $\\eta_g$", marks: dict | None = None, diff_limit: float | None = None,
+                 value_limits: tuple[float, float] = (0.0, 100.0)):
     """Annotated heatmaps of accuracy over server rate (rows) x client rate (columns), one per panel.
 
     ``panels``: {title: (S, L) array} with NaN for a run that diverged or was not run (drawn as a hatched
@@ -325,7 +326,8 @@ def plot_lr_grid(panels: dict, client_lrs: Sequence[float], server_lrs: Sequence
     one 0-100 % scale, so two panels read alike. Any other pair of settings can be drawn by naming the
     axes (``xlabel``, ``ylabel``); ``marks`` {title: (S, L) bool array} outlines chosen cells in red.
     ``diff_limit`` fixes the difference panels' scale at ±diff_limit (default: each panel's largest |value|),
-    so panels drawn in separate calls read alike.
+    so panels drawn in separate calls read alike. ``value_limits`` is the other panels' scale (default 0-100 %):
+    narrow it, say to (90, 100), when every cell is near the top and 0-100 would paint them one colour.
     """
     n = len(panels)
     if axes is None:
@@ -338,12 +340,13 @@ def plot_lr_grid(panels: dict, client_lrs: Sequence[float], server_lrs: Sequence
         diff = title in diff_keys
         lim = (float(diff_limit) if diff_limit is not None else
                max(1.0, float(np.nanmax(np.abs(a)))) if diff and np.isfinite(a).any() else 1.0)
+        lo, hi = (float(v) for v in value_limits)
         im = ax.imshow(np.ma.masked_invalid(a), cmap="RdBu" if diff else "viridis", aspect="auto",
-                       vmin=-lim if diff else 0, vmax=lim if diff else 100)
+                       vmin=-lim if diff else lo, vmax=lim if diff else hi)
         ax.set_facecolor("0.85")
         for (i, j), v in np.ndenumerate(a):
             text = "—" if not np.isfinite(v) else (("{:+.1f}" if diff else fmt).format(v))
-            light = diff and np.isfinite(v) and abs(v) > 0.6 * lim or (not diff and np.isfinite(v) and v < 55)
+            light = diff and np.isfinite(v) and abs(v) > 0.6 * lim or (not diff and np.isfinite(v) and v < lo + 0.55 * (hi - lo))
             ax.text(j, i, text, ha="center", va="center", fontsize=8, color="w" if light else "k")
         ax.set_xticks(range(len(client_lrs)), [f"{v:g}" for v in client_lrs])
         ax.set_yticks(range(len(server_lrs)), [f"{v:g}" for v in server_lrs])

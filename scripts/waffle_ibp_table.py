@@ -108,6 +108,7 @@ def main() -> None:
     got = results.read_table(folder, "ablations")
     if got is not None:
         print_ablations(*got)
+        print_alpha_f(got[0])
 
 
 def ablation_cells(rows: list[dict]) -> dict[tuple, dict]:
@@ -155,6 +156,40 @@ def print_ablations(rows: list[dict], meta: dict) -> None:
         n = st["n"] + st.get("missing", 0)
         print(f"| {table} | {ds} | {mode} | {method} | {opt or '—'} | {what} | {fmt(st)} ({n}) | "
               f"{'—' if paper is None else f'{paper:.2f}'} | {beyond(st, paper, None)} |")
+
+
+def alpha_f_grid(rows: list[dict]) -> dict[str, dict]:
+    """Table 9's alpha/F x F grid per mode (MNIST, WAFFLe; multimodal is the paper's Table 9, unimodal the
+    ICLR submission's Table 6): {mode: {"ratios": [...], "factors": [...], "cells": {(ratio, F): summary},
+    "paper": {(ratio, F): value}}} from ablations.csv's rows."""
+    out = {}
+    for (table, ds, mode, method, _opt, setting), st in ablation_cells(rows).items():
+        if table != "Table 9" or ds != "mnist" or method != "waffle_ibp":
+            continue
+        g = out.setdefault(mode, {"ratios": set(), "factors": set(), "cells": {}, "paper": {}})
+        g["ratios"].add(setting[0])
+        g["factors"].add(setting[1])
+        g["cells"][setting] = st
+        g["paper"][setting] = ablation_paper(table, ds, mode, method, setting)
+    for g in out.values():
+        g["ratios"], g["factors"] = sorted(g["ratios"]), sorted(g["factors"])
+    return dict(sorted(out.items(), key=lambda kv: kv[0] != "multimodal"))   # the paper's own table first
+
+
+def print_alpha_f(rows: list[dict]) -> None:
+    """Each mode's alpha/F x F grid as markdown: ours (mean ± sd over seeds) / the paper's."""
+    for mode, g in alpha_f_grid(rows).items():
+        n = max(st["n"] + st.get("missing", 0) for st in g["cells"].values())
+        src = "Table 9" if mode == "multimodal" else "the ICLR submission's Table 6"
+        print(f"\n**alpha/F x F, MNIST {mode}** (local test accuracy, %, {n} seeds): ours / {src}\n")
+        print("| α/F | " + " | ".join(f"F = {f}" for f in g["factors"]) + " |")
+        print("|---|" + "---|" * len(g["factors"]))
+        for a in g["ratios"]:
+            cells = []
+            for f in g["factors"]:
+                st, paper = g["cells"].get((a, f)), ablation_paper("Table 9", "mnist", mode, "waffle_ibp", (a, f))
+                cells.append(f"{fmt(st)} / {'—' if paper is None else f'{paper:.2f}'}")
+            print(f"| {a:g} | " + " | ".join(cells) + " |")
 
 
 def open_choices_grid(rows: list[dict], metric: str = "minority") -> dict[str, dict]:

@@ -195,3 +195,14 @@ def test_plot_lr_grid_diff_limit_fixes_the_difference_scale():
     acc = plot_lr_grid({"acc": d + 50}, [0.01, 0.1], [1.0, 2.0], diff_limit=40.0)[0]
     assert acc.images[0].get_clim() == (0.0, 100.0)                   # accuracy panels keep 0-100
     plt.close("all")
+
+
+def test_plot_lr_grid_value_limits_spread_cells_that_sit_near_the_top():
+    import matplotlib.pyplot as plt
+    from fltutor.plots import plot_lr_grid
+    a = np.array([[91.0, 96.0], [99.0, np.nan]])
+    ax = plot_lr_grid({"acc": a}, [80, 150], [0.4, 1.0], value_limits=(90, 100))[0]
+    assert ax.images[0].get_clim() == (90.0, 100.0)
+    colours = [t.get_color() for t in ax.texts]
+    assert colours[:3] == ["w", "k", "k"]          # light text only on the dark low end (below 95.5 here)
+    plt.close("all")

@@ -70,6 +70,23 @@ def test_ablations_are_keyed_by_their_own_setting_and_set_beside_the_paper(mod, 
     assert "| 0.1 | 98.00 (1) | 94.59 |" in l1[0].replace("L1 weight ", "")
 
 
+def test_the_alpha_f_grid_sets_each_mode_beside_its_own_paper_table(mod, capsys):
+    rows = [_abl("Table 9", mode, "waffle_ibp", s, v, alpha_ratio=a, num_factors=f)
+            for mode, a, f, vals in (("unimodal", 0.4, 80, (97.0, 96.0)), ("multimodal", 0.4, 80, (95.0, 93.0)),
+                                     ("multimodal", 1.0, 150, (96.0, 96.0)))
+            for s, v in enumerate(vals)]
+    g = mod.alpha_f_grid(rows)
+    assert list(g) == ["multimodal", "unimodal"]                           # the paper's own table first
+    assert g["multimodal"]["ratios"] == [0.4, 1.0] and g["multimodal"]["factors"] == [80, 150]
+    assert g["multimodal"]["cells"][0.4, 80]["mean"] == pytest.approx(94.0)
+    assert g["multimodal"]["paper"][0.4, 80] == 91.83 and g["unimodal"]["paper"][0.4, 80] == 93.20
+    mod.print_alpha_f(rows)
+    out = capsys.readouterr().out
+    assert "| 0.4 | 94.00 ± 1.41 / 91.83 | — / 93.23 |" in out                 # no run at F = 150: a dash
+    assert "| 1 | — / 94.70 | 96.00 ± 0.00 / 95.93 |" in out
+    assert "ICLR submission's Table 6" in out and "| 0.4 | 96.50 ± 0.71 / 93.20 |" in out
+
+
 def test_leads_over_fedavg_are_taken_seed_by_seed_from_table_1s_fedavg_rows(mod, capsys):
     t12 = [{"dataset": "mnist", "mode": "multimodal", "method": "fedavg", "variant": "", "minority_classes": "0-2-4-6-8",
             "seed": s, "metric": "minority", "value": v} for s, v in ((0, 70.0), (1, 50.0), (2, 60.0))]
