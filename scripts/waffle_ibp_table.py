@@ -15,7 +15,10 @@ every row of its method, so two readings of an open choice can be held against i
 """
 from __future__ import annotations
 
+import torch
+
 from fltutor import results
+from fltutor.ibp import prior_mean_pi
 from fltutor.partition import MULTIMODAL_PRESETS
 from fltutor.paper_tables import (WAFFLE_IBP_EPOCHS, WAFFLE_IBP_FIG7_GAP, WAFFLE_IBP_TABLE1, WAFFLE_IBP_TABLE2,
                                   WAFFLE_IBP_TABLE2_SPREAD, WAFFLE_IBP_TABLE8_L1, WAFFLE_IBP_TABLE9,
@@ -109,6 +112,7 @@ def main() -> None:
     if got is not None:
         print_ablations(*got)
         print_alpha_f(got[0])
+        print_alpha_f_factors(got[0])
 
 
 def ablation_cells(rows: list[dict]) -> dict[tuple, dict]:
@@ -190,6 +194,41 @@ def print_alpha_f(rows: list[dict]) -> None:
                 st, paper = g["cells"].get((a, f)), ablation_paper("Table 9", "mnist", mode, "waffle_ibp", (a, f))
                 cells.append(f"{fmt(st)} / {'—' if paper is None else f'{paper:.2f}'}")
             print(f"| {a:g} | " + " | ".join(cells) + " |")
+
+
+def alpha_f_factors(rows: list[dict], layer: str = "fc1") -> dict[str, dict]:
+    """Why alpha/F moves Table 9: per mode and (alpha/F, F), the factors each client switches on (b > 0.5 in
+    ``layer`` at the last round, mean over seeds) beside the prior's expectation sum_k (a/(1+a))^k with
+    a = alpha/F * F, and the accuracies (local; the minority and majority where the split has them).
+    {mode: {(ratio, F): {"active": summary, "prior": float, "local_acc": summary, "minority": ..., "majority": ...}}}.
+    Cells whose runs logged no active factors (tables written before that metric) are left out."""
+    t9 = [{**r, "alpha_ratio": float(r["alpha_ratio"]), "num_factors": int(r["num_factors"])}
+          for r in rows if r["table"] == "Table 9" and r["dataset"] == "mnist" and r["method"] == "waffle_ibp"]
+    by = ["mode", "alpha_ratio", "num_factors"]
+    active = results.summarize(t9, by, f"active_factors_{layer}")
+    out: dict[str, dict] = {}
+    for (mode, a, f), st in sorted(active.items()):
+        cell = {"active": st, "prior": float(prior_mean_pi(a * f, f, dtype=torch.float64).sum())}
+        for m in ("local_acc", "minority", "majority"):
+            cell[m] = results.summarize([r for r in t9 if (r["mode"], r["alpha_ratio"], r["num_factors"]) == (mode, a, f)],
+                                        by, m).get((mode, a, f))
+        out.setdefault(mode, {})[a, f] = cell
+    return dict(sorted(out.items(), key=lambda kv: kv[0] != "multimodal"))
+
+
+def print_alpha_f_factors(rows: list[dict]) -> None:
+    """alpha_f_factors as markdown: one row per (mode, alpha/F, F)."""
+    got = alpha_f_factors(rows)
+    if not got:
+        return
+    print("\n**Factors switched on against alpha/F** (MNIST, WAFFLe, fc1: factors per client with b > 0.5 at the "
+          "last round, mean ± sd over seeds; the prior's expectation is sum_k (α/(1+α))^k)\n")
+    print("| mode | α/F | F | active | prior | active / F | local acc | minority | majority |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for mode, cells in got.items():
+        for (a, f), c in cells.items():
+            print(f"| {mode} | {a:g} | {f} | {fmt(c['active'])} | {c['prior']:.1f} | {c['active']['mean'] / f:.2f} | "
+                  f"{fmt(c['local_acc'])} | {fmt(c['minority'])} | {fmt(c['majority'])} |")
 
 
 def open_choices_grid(rows: list[dict], metric: str = "minority") -> dict[str, dict]:

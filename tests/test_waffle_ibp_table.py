@@ -87,6 +87,28 @@ def test_the_alpha_f_grid_sets_each_mode_beside_its_own_paper_table(mod, capsys)
     assert "ICLR submission's Table 6" in out and "| 0.4 | 96.50 ± 0.71 / 93.20 |" in out
 
 
+def test_factors_switched_on_sit_beside_the_priors_expectation_and_the_groups_accuracies(mod, capsys):
+    def rows_of(mode, a, f, seed, active, local, minority=None):
+        r = _abl("Table 9", mode, "waffle_ibp", seed, local, alpha_ratio=str(a), num_factors=str(f))   # CSV reads text
+        out = [r, {**r, "metric": "active_factors_fc1", "value": active}]
+        return out + ([{**r, "metric": "minority", "value": minority}] if minority is not None else [])
+    rows = (rows_of("unimodal", 1.0, 3, 0, 2.0, 97.0) + rows_of("multimodal", 0.5, 2, 0, 1.0, 96.0, 90.0)
+            + rows_of("multimodal", 0.5, 2, 1, 2.0, 94.0, 80.0)
+            + [_abl("Table 9", "multimodal", "waffle_ibp", 0, 95.0, alpha_ratio=0.4, num_factors=80)])   # logged none
+    g = mod.alpha_f_factors(rows)
+    assert list(g) == ["multimodal", "unimodal"] and list(g["multimodal"]) == [(0.5, 2)]
+    # by hand: alpha = 0.5 * 2 = 1 gives 1/2 + 1/4; alpha = 1 * 3 = 3 gives 3/4 + 9/16 + 27/64
+    assert g["multimodal"][0.5, 2]["prior"] == pytest.approx(0.75)
+    assert g["unimodal"][1.0, 3]["prior"] == pytest.approx(1.734375)
+    c = g["multimodal"][0.5, 2]
+    assert c["active"]["mean"] == pytest.approx(1.5) and c["minority"]["mean"] == pytest.approx(85.0)
+    assert c["majority"] is None and g["unimodal"][1.0, 3]["minority"] is None
+    mod.print_alpha_f_factors(rows)
+    out = capsys.readouterr().out
+    assert "| multimodal | 0.5 | 2 | 1.50 ± 0.71 | 0.8 | 0.75 | 95.00 ± 1.41 | 85.00 ± 7.07 | — |" in out
+    assert "| unimodal | 1 | 3 | 2.00 | 1.7 | 0.67 | 97.00 | — | — |" in out
+
+
 def test_leads_over_fedavg_are_taken_seed_by_seed_from_table_1s_fedavg_rows(mod, capsys):
     t12 = [{"dataset": "mnist", "mode": "multimodal", "method": "fedavg", "variant": "", "minority_classes": "0-2-4-6-8",
             "seed": s, "metric": "minority", "value": v} for s, v in ((0, 70.0), (1, 50.0), (2, 60.0))]
