@@ -229,6 +229,28 @@ def print_alpha_f_factors(rows: list[dict]) -> None:
         for (a, f), c in cells.items():
             print(f"| {mode} | {a:g} | {f} | {fmt(c['active'])} | {c['prior']:.1f} | {c['active']['mean'] / f:.2f} | "
                   f"{fmt(c['local_acc'])} | {fmt(c['minority'])} | {fmt(c['majority'])} |")
+    print("\nWhat the smallest α/F gains over the largest, seed by seed (points, mean ± sd over the paired seeds):\n")
+    print("| mode | F | α/F | local acc | minority | majority |")
+    print("|---|---|---|---|---|---|")
+    for (mode, f), (lo, hi, d) in alpha_f_paired(rows).items():
+        print(f"| {mode} | {f} | {lo:g} − {hi:g} | " + " | ".join(fmt_lead(d[m]) if d.get(m) else "—"
+                                                            for m in ("local_acc", "minority", "majority")) + " |")
+
+
+def alpha_f_paired(rows: list[dict]) -> dict[tuple, tuple]:
+    """Per (mode, F): (smallest alpha/F, largest, {metric: summary of smallest − largest, paired by seed}) for
+    the local accuracy and, where the split has them, the minority and majority (Table 9's rows)."""
+    t9 = [{**r, "alpha_ratio": float(r["alpha_ratio"]), "num_factors": int(r["num_factors"])}
+          for r in rows if r["table"] == "Table 9" and r["dataset"] == "mnist" and r["method"] == "waffle_ibp"]
+    out = {}
+    for mode, f in sorted({(r["mode"], r["num_factors"]) for r in t9}, key=lambda k: (k[0] != "multimodal", k[1])):
+        cell = [r for r in t9 if (r["mode"], r["num_factors"]) == (mode, f)]
+        lo, hi = min(r["alpha_ratio"] for r in cell), max(r["alpha_ratio"] for r in cell)
+        if lo == hi:
+            continue
+        out[mode, f] = (lo, hi, {m: results.paired_difference(cell, ["mode"], "alpha_ratio", lo, hi, m).get((mode,))
+                                 for m in ("local_acc", "minority", "majority")})
+    return out
 
 
 def open_choices_grid(rows: list[dict], metric: str = "minority") -> dict[str, dict]:

@@ -93,10 +93,11 @@ def test_factors_switched_on_sit_beside_the_priors_expectation_and_the_groups_ac
         out = [r, {**r, "metric": "active_factors_fc1", "value": active}]
         return out + ([{**r, "metric": "minority", "value": minority}] if minority is not None else [])
     rows = (rows_of("unimodal", 1.0, 3, 0, 2.0, 97.0) + rows_of("multimodal", 0.5, 2, 0, 1.0, 96.0, 90.0)
-            + rows_of("multimodal", 0.5, 2, 1, 2.0, 94.0, 80.0)
+            + rows_of("multimodal", 0.5, 2, 1, 2.0, 94.0, 80.0) + rows_of("multimodal", 1.0, 2, 0, 2.0, 93.0, 70.0)
+            + rows_of("multimodal", 1.0, 2, 1, 2.0, 93.0, 75.0)
             + [_abl("Table 9", "multimodal", "waffle_ibp", 0, 95.0, alpha_ratio=0.4, num_factors=80)])   # logged none
     g = mod.alpha_f_factors(rows)
-    assert list(g) == ["multimodal", "unimodal"] and list(g["multimodal"]) == [(0.5, 2)]
+    assert list(g) == ["multimodal", "unimodal"] and list(g["multimodal"]) == [(0.5, 2), (1.0, 2)]
     # by hand: alpha = 0.5 * 2 = 1 gives 1/2 + 1/4; alpha = 1 * 3 = 3 gives 3/4 + 9/16 + 27/64
     assert g["multimodal"][0.5, 2]["prior"] == pytest.approx(0.75)
     assert g["unimodal"][1.0, 3]["prior"] == pytest.approx(1.734375)
@@ -107,6 +108,12 @@ def test_factors_switched_on_sit_beside_the_priors_expectation_and_the_groups_ac
     out = capsys.readouterr().out
     assert "| multimodal | 0.5 | 2 | 1.50 ± 0.71 | 0.8 | 0.75 | 95.00 ± 1.41 | 85.00 ± 7.07 | — |" in out
     assert "| unimodal | 1 | 3 | 2.00 | 1.7 | 0.67 | 97.00 | — | — |" in out
+    # seed by seed, alpha/F 0.5 minus 1 at F = 2: minority 90 - 70 and 80 - 75, local 96 - 93 and 94 - 93
+    lo, hi, d = mod.alpha_f_paired(rows)["multimodal", 2]
+    assert (lo, hi) == (0.5, 1.0) and d["majority"] is None
+    assert d["minority"]["mean"] == pytest.approx(12.5) and d["minority"]["sd"] == pytest.approx(7.5 * 2 ** 0.5)
+    assert "| multimodal | 2 | 0.5 − 1 | +2.00 ± 1.41 | +12.50 ± 10.61 | — |" in out
+    assert ("unimodal", 3) not in mod.alpha_f_paired(rows)             # one alpha/F: nothing to pair
 
 
 def test_leads_over_fedavg_are_taken_seed_by_seed_from_table_1s_fedavg_rows(mod, capsys):
