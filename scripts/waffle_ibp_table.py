@@ -111,6 +111,7 @@ def main() -> None:
     got = results.read_table(folder, "ablations")
     if got is not None:
         print_ablations(*got)
+        print_epochs_leads(got[0])
         print_alpha_f(got[0])
         print_alpha_f_factors(got[0])
 
@@ -160,6 +161,35 @@ def print_ablations(rows: list[dict], meta: dict) -> None:
         n = st["n"] + st.get("missing", 0)
         print(f"| {table} | {ds} | {mode} | {method} | {opt or '—'} | {what} | {fmt(st)} ({n}) | "
               f"{'—' if paper is None else f'{paper:.2f}'} | {beyond(st, paper, None)} |")
+
+
+def epochs_leads(rows: list[dict]) -> dict[tuple, dict]:
+    """Tables 6-7: WAFFLe's lead over FedAvg per (dataset, mode, lr, E), seed by seed, on the local accuracy and,
+    where the split has one, the minority; with the paper's lead where it prints one (Table 7: lr 0.02 only).
+    {key: {"local_acc": summary, "minority": summary or None, "paper": float or None}}"""
+    t = [{**r, "local_epochs": int(r["local_epochs"]), "lr": float(r["lr"])} for r in rows if r["table"] == "Tables 6-7"]
+    by = ["dataset", "mode", "lr", "local_epochs"]
+    out = {}
+    for m in ("local_acc", "minority"):
+        for key, st in results.paired_difference(t, by, "method", "waffle_ibp", "fedavg", m).items():
+            out.setdefault(key, {"local_acc": None, "minority": None})[m] = st
+    for (ds, mode, lr, e), cell in out.items():
+        p = [ablation_paper("Tables 6-7", ds, mode, m, (e, lr)) for m in ("waffle_ibp", "fedavg")]
+        cell["paper"] = None if None in p else round(p[0] - p[1], 2)
+    return dict(sorted(out.items()))
+
+
+def print_epochs_leads(rows: list[dict]) -> None:
+    got = epochs_leads(rows)
+    if not got:
+        return
+    print("\n**Tables 6-7: WAFFLe's lead over FedAvg** (points, seed by seed: mean ± sd over the seeds both ran)\n")
+    print("| dataset | mode | lr | E | lead, local acc | paper | lead, minority |")
+    print("|---|---|---|---|---|---|---|")
+    for (ds, mode, lr, e), c in got.items():
+        paper = "—" if c["paper"] is None else f"{c['paper']:+.2f}"
+        leads = [fmt_lead(c[m]) if c[m] else "—" for m in ("local_acc", "minority")]
+        print(f"| {ds} | {mode} | {lr:g} | {e} | {leads[0]} | {paper} | {leads[1]} |")
 
 
 def alpha_f_grid(rows: list[dict]) -> dict[str, dict]:
