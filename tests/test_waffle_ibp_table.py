@@ -117,11 +117,12 @@ def test_factors_switched_on_sit_beside_the_priors_expectation_and_the_groups_ac
 
 
 def test_tables_6_7_leads_are_paired_by_seed_and_set_beside_the_papers_lead(mod, capsys):
-    def run(mode, m, seed, local, lr, minority=None):
+    def run(mode, m, seed, local, lr, minority=None, global_=None):
         r = _abl("Tables 6-7", mode, m, seed, local, lr=str(lr), local_epochs="10")   # the CSV reads text
-        return [r] + ([{**r, "metric": "minority", "value": minority}] if minority is not None else [])
-    rows = (run("unimodal", "fedavg", 0, 92.0, 0.04) + run("unimodal", "waffle_ibp", 0, 93.0, 0.04)
-            + run("unimodal", "fedavg", 1, 90.0, 0.04) + run("unimodal", "waffle_ibp", 1, 94.0, 0.04)
+        return [r] + ([{**r, "metric": "minority", "value": minority}] if minority is not None else []) + \
+            ([{**r, "metric": "global_acc", "value": global_}] if global_ is not None else [])
+    rows = (run("unimodal", "fedavg", 0, 92.0, 0.04, global_=93.0) + run("unimodal", "waffle_ibp", 0, 93.0, 0.04, global_=92.0)
+            + run("unimodal", "fedavg", 1, 90.0, 0.04, global_=90.0) + run("unimodal", "waffle_ibp", 1, 94.0, 0.04, global_=92.0)
             + run("unimodal", "waffle_ibp", 2, 99.0, 0.04)                        # no FedAvg at seed 2: not paired
             + run("multimodal", "fedavg", 0, 90.0, 0.02, 70.0) + run("multimodal", "waffle_ibp", 0, 95.0, 0.02, 90.0)
             + run("multimodal", "fedavg", 0, 90.0, 0.04, 70.0) + run("multimodal", "waffle_ibp", 0, 91.0, 0.04, 75.0))
@@ -130,12 +131,15 @@ def test_tables_6_7_leads_are_paired_by_seed_and_set_beside_the_papers_lead(mod,
     # leads 1 and 4: mean 2.5, sd 2.12; seed 2 counted as missing; the paper: 95.10 - 92.95
     assert u["local_acc"]["mean"] == pytest.approx(2.5) and u["local_acc"]["missing"] == 1 and u["paper"] == 2.15
     assert u["minority"] is None
+    # local - global per seed: WAFFLe 93 - 92 and 94 - 92 (seed 2 has no global row), FedAvg 92 - 93 and 90 - 90
+    assert u["lift_waffle_ibp"]["mean"] == pytest.approx(1.5) and u["lift_fedavg"]["mean"] == pytest.approx(-0.5)
+    assert u["lift_waffle_ibp"]["n"] == 2 and "lift_fedavg" not in g["mnist", "multimodal", 0.02, 10]
     assert g["mnist", "multimodal", 0.02, 10]["paper"] == pytest.approx(95.37 - 88.70)   # Table 7 ran at 0.02
     assert g["mnist", "multimodal", 0.04, 10]["paper"] is None
     mod.print_epochs_leads(rows)
     out = capsys.readouterr().out
-    assert "| mnist | unimodal | 0.04 | 10 | +2.50 ± 2.12 (1 seed(s) lost) | +2.15 | — |" in out
-    assert "| mnist | multimodal | 0.02 | 10 | +5.00 | +6.67 | +20.00 |" in out
+    assert "| mnist | unimodal | 0.04 | 10 | +2.50 ± 2.12 (1 seed(s) lost) | +2.15 | — | +1.50 ± 0.71" in out
+    assert "| mnist | multimodal | 0.02 | 10 | +5.00 | +6.67 | +20.00 | — | — |" in out
 
 
 def test_leads_over_fedavg_are_taken_seed_by_seed_from_table_1s_fedavg_rows(mod, capsys):
