@@ -240,14 +240,19 @@ def print_alpha_f(rows: list[dict]) -> None:
             print(f"| {a:g} | " + " | ".join(cells) + " |")
 
 
+def _table9_rows(rows: list[dict]) -> list[dict]:
+    """Table 9's WAFFLe rows on MNIST, with alpha/F and F as numbers (the CSV reads them as text)."""
+    return [{**r, "alpha_ratio": float(r["alpha_ratio"]), "num_factors": int(r["num_factors"])}
+            for r in rows if r["table"] == "Table 9" and r["dataset"] == "mnist" and r["method"] == "waffle_ibp"]
+
+
 def alpha_f_factors(rows: list[dict], layer: str = "fc1") -> dict[str, dict]:
     """Why alpha/F moves Table 9: per mode and (alpha/F, F), the factors each client switches on (b > 0.5 in
     ``layer`` at the last round, mean over seeds) beside the prior's expectation sum_k (a/(1+a))^k with
     a = alpha/F * F, and the accuracies (local; the minority and majority where the split has them).
     {mode: {(ratio, F): {"active": summary, "prior": float, "local_acc": summary, "minority": ..., "majority": ...}}}.
     Cells whose runs logged no active factors (tables written before that metric) are left out."""
-    t9 = [{**r, "alpha_ratio": float(r["alpha_ratio"]), "num_factors": int(r["num_factors"])}
-          for r in rows if r["table"] == "Table 9" and r["dataset"] == "mnist" and r["method"] == "waffle_ibp"]
+    t9 = _table9_rows(rows)
     by = ["mode", "alpha_ratio", "num_factors"]
     active = results.summarize(t9, by, f"active_factors_{layer}")
     out: dict[str, dict] = {}
@@ -284,8 +289,7 @@ def print_alpha_f_factors(rows: list[dict]) -> None:
 def alpha_f_paired(rows: list[dict]) -> dict[tuple, tuple]:
     """Per (mode, F): (smallest alpha/F, largest, {metric: summary of smallest − largest, paired by seed}) for
     the local accuracy and, where the split has them, the minority and majority (Table 9's rows)."""
-    t9 = [{**r, "alpha_ratio": float(r["alpha_ratio"]), "num_factors": int(r["num_factors"])}
-          for r in rows if r["table"] == "Table 9" and r["dataset"] == "mnist" and r["method"] == "waffle_ibp"]
+    t9 = _table9_rows(rows)
     out = {}
     for mode, f in sorted({(r["mode"], r["num_factors"]) for r in t9}, key=lambda k: (k[0] != "multimodal", k[1])):
         cell = [r for r in t9 if (r["mode"], r["num_factors"]) == (mode, f)]
