@@ -170,3 +170,39 @@ def test_tables_1_2_leave_out_rows_at_another_number_of_rounds(mod, tmp_path, ca
     out = capsys.readouterr().out
     assert "left out: rows with T = [50]" in out
     assert "| mnist | fedavg | 2/0 | 95.00 ± 1.41 |" in out
+
+
+def _probe(mode, e, seed, group, **metrics):
+    ids = {"dataset": "mnist", "mode": mode, "method": "waffle_ibp", "rounds": 50, "local_epochs": e, "lr": 0.04,
+           "seed": seed, "group": group}
+    return [{**ids, "metric": m, "value": v} for m, v in metrics.items()]
+
+
+def test_epochs_probe_pairs_scores_seed_by_seed_and_sorts_e_as_a_number(mod):
+    rows = (_probe("unimodal", 5, 0, "all", own=94.0, prior_mean=91.0, swap_disjoint=90.0, own_same=94.5, swap_same=94.0,
+                   jaccard_same_fc1=0.8, jaccard_none_fc1=0.7, active_fc1=80.0)
+            + _probe("unimodal", 5, 1, "all", own=95.0, prior_mean=93.0, swap_disjoint=89.0, own_same=95.0, swap_same=95.5,
+                     jaccard_same_fc1=0.9, jaccard_none_fc1=0.7, active_fc1=82.0)
+            + _probe("unimodal", 20, 0, "all", own=92.0, prior_mean=91.5, swap_disjoint=91.0, own_same=92.0, swap_same=92.0,
+                     jaccard_same_fc1=0.95, jaccard_none_fc1=0.92, active_fc1=72.0))
+    got = mod.epochs_probe(rows)
+    assert [k[3] for k in got] == [5, 20]                         # 5 before 20, not as strings
+    c = got["mnist", "unimodal", 0.04, 5, "all"]
+    assert c["own − prior mean"]["mean"] == pytest.approx(2.5) and c["own − prior mean"]["sd"] == pytest.approx(0.5 ** 0.5)
+    assert c["own − disjoint's"]["mean"] == pytest.approx(5.0)   # (4 + 6) / 2
+    assert c["own − same classes'"]["mean"] == pytest.approx(0.0)   # +0.5 and -0.5
+    assert c["jaccard same − none"]["mean"] == pytest.approx(0.15) and c["active"]["mean"] == pytest.approx(81.0)
+    assert got["mnist", "unimodal", 0.04, 20, "all"]["own − prior mean"]["n"] == 1
+
+
+def test_prior_mean_minus_fedavg_pairs_the_probe_with_table_6s_fedavg_by_seed(mod):
+    probe = (_probe("unimodal", 20, 0, "all", prior_mean=91.0) + _probe("unimodal", 20, 1, "all", prior_mean=92.0)
+             + _probe("unimodal", 20, 2, "all", prior_mean=90.0) + _probe("multimodal", 20, 0, "minority", prior_mean=50.0))
+    abl = [{"table": "Tables 6-7", "dataset": "mnist", "mode": "unimodal", "method": m, "local_epochs": 20, "lr": 0.04,
+            "seed": s, "metric": "local_acc", "value": v}
+           for m, s, v in (("fedavg", 0, 92.0), ("fedavg", 1, 92.5), ("waffle_ibp", 0, 99.0), ("fedavg", 3, 90.0))]
+    got = mod.prior_mean_vs_fedavg(probe, abl)
+    st = got["mnist", "unimodal", 0.04, 20]
+    # seeds 0 and 1 have both: -1.0 and -0.5; seed 2 has no FedAvg and seed 3 no probe (one missing each way)
+    assert st["mean"] == pytest.approx(-0.75) and st["n"] == 2 and st["missing"] == 2
+    assert list(got) == [("mnist", "unimodal", 0.04, 20)]         # the minority row is not "all": left out
