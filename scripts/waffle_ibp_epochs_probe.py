@@ -15,7 +15,8 @@ test data with
                     (only clients that have such a partner; ``own_same`` is their own-selection score)
 
 and it compares the active factor sets (q(b) > 0.5) of client pairs: Jaccard overlap for pairs with
-the same classes, one class in common, and none. If the selections carry the local fit, ``own`` beats
+the same classes, one class in common, and none; ``prior_distance`` is the mean |q(b_k = 1) - E[pi_k]| of the
+seen clients, how far training moved the selections from the IBP prior. If the selections carry the local fit, ``own`` beats
 ``swap_disjoint`` by a wide margin and same-class pairs overlap more than disjoint ones.
 
     python scripts/waffle_ibp_epochs_probe.py --sweeps /tmp/wt21d/runs/paper /tmp/wt21a/runs/paper \\
@@ -46,6 +47,7 @@ from fltutor.scenarios import waffle_ibp_data
 
 MODES = ("unimodal", "multimodal")
 RELATIONS = ("same", "one", "none")
+CHOICES = ("kl_weight", "selection_optimizer", "selection_lr", "alpha_ratio")   # the open choices a row is told apart by
 
 
 def class_sets(fed) -> list[frozenset]:
@@ -124,15 +126,19 @@ def probe_run(fed: Federation, i: int, fed_data, seed: int) -> dict:
                      "own_same": float(own[has_same].mean()) if has_same.any() else float("nan"),
                      "swap_same": float(acc_same[has_same].mean()) if has_same.any() else float("nan"),
                      "clients_with_same": int(has_same.sum())}
-    widths = fed.methods[i].widths
-    sel = selection_of({k: v[i] for k, v in fed.private.items()}, "ibp", widths)
+    method = fed.methods[i]
+    sel = selection_of({k: v[i] for k, v in fed.private.items()}, "ibp", method.widths)
+    prior = method.unseen_selection(next(iter(sel.values())))
     overlap = {}
     for layer, b in sel.items():
-        active = (b > 0.5).cpu().numpy()[seen.cpu().numpy()]
-        cls = [c for c, s in zip(classes, seen.cpu().numpy()) if s]
+        on = seen.cpu().numpy()
+        active = (b > 0.5).cpu().numpy()[on]
+        cls = [c for c, s in zip(classes, on) if s]
         j = jaccard_by_relation(active, cls)
         overlap[layer] = {**{f"jaccard_{r}": j[r][0] for r in RELATIONS},
-                          **{f"pairs_{r}": j[r][1] for r in RELATIONS}, "active": float(active.sum(1).mean())}
+                          **{f"pairs_{r}": j[r][1] for r in RELATIONS}, "active": float(active.sum(1).mean()),
+                          # how far the selections sit from the prior: mean |q(b_k = 1) - E[pi_k]| over factors
+                          "prior_distance": float((b[seen] - prior[layer]).abs().mean())}
     return {"acc": acc, "overlap": overlap}
 
 
@@ -198,7 +204,7 @@ def main() -> None:
         for i, s in enumerate(seeds):
             got = probe_run(fed, i, feds[i], s)
             ids = {"dataset": a.dataset, "mode": mode, "method": "waffle_ibp", "rounds": s0["rounds"],
-                   "local_epochs": E, "lr": s0["lr"], "seed": s}
+                   "local_epochs": E, "lr": s0["lr"], **{k: s0[k] for k in CHOICES}, "seed": s}
             for group, vals in got["acc"].items():
                 rows += [{**ids, "group": group, "metric": k, "value": round(v, 4)} for k, v in vals.items()]
             for layer, vals in got["overlap"].items():

@@ -217,22 +217,29 @@ def epochs_probe(rows: list[dict], layer: str = "fc1") -> dict[tuple, dict]:
     """Tables 6-7's private selections (epochs_probe.csv, ``scripts/waffle_ibp_epochs_probe.py``) per (dataset,
     mode, lr, E, group): each score difference of PROBE_PAIRS seed by seed, the Jaccard overlap of the active
     factor sets per class relation and the active count, each a summary over seeds."""
-    t = [{**r, "local_epochs": int(r["local_epochs"]), "lr": float(r["lr"])} for r in rows]
-    by = ["dataset", "mode", "lr", "local_epochs", "group"]
-    scores = [{**r, "which": r["metric"], "metric": "acc"} for r in t if not r["metric"].startswith(("jaccard", "pairs", "active"))]
+    t = _probe_rows(rows)
+    by = ["dataset", "mode", "lr", "kl_weight", "local_epochs", "group"]
+    scores = [{**r, "which": r["metric"], "metric": "acc"} for r in t
+              if not r["metric"].startswith(("jaccard", "pairs", "active", "prior_distance"))]
     out: dict[tuple, dict] = {}
     for name, (a, b) in PROBE_PAIRS.items():
         for key, st in results.paired_difference(scores, by, "which", a, b, "acc").items():
             if st["n"]:
                 out.setdefault(key, {})[name] = st
-    for m in ("jaccard_same", "jaccard_none", "active"):
+    for m in ("jaccard_same", "jaccard_none", "active", "prior_distance"):
         for key, st in results.summarize(t, by, f"{m}_{layer}").items():
             out.setdefault(key, {})[m] = st
     overlap = [{**r, "which": r["metric"], "metric": "jaccard"} for r in t if r["metric"].startswith("jaccard")]
     for key, st in results.paired_difference(overlap, by, "which", f"jaccard_same_{layer}", f"jaccard_none_{layer}",
                                              "jaccard").items():
         out.setdefault(key, {})["jaccard same − none"] = st
-    return dict(sorted(out.items(), key=lambda kv: (*kv[0][:4], kv[0][4] != "all", kv[0][4])))
+    return dict(sorted(out.items(), key=lambda kv: (*kv[0][:5], kv[0][5] != "all", kv[0][5])))
+
+
+def _probe_rows(rows: list[dict]) -> list[dict]:
+    """epochs_probe.csv's rows with numbers typed; a row from before the KL weight was recorded is notebook 02's 0.1."""
+    return [{**r, "local_epochs": int(r["local_epochs"]), "lr": float(r["lr"]),
+             "kl_weight": 0.1 if r.get("kl_weight") is None else float(r["kl_weight"])} for r in rows]
 
 
 def prior_mean_vs_fedavg(probe_rows: list[dict], ablation_rows: list[dict]) -> dict[tuple, dict]:
@@ -240,12 +247,16 @@ def prior_mean_vs_fedavg(probe_rows: list[dict], ablation_rows: list[dict]) -> d
     FedAvg's local accuracy (Tables 6-7's runs, same seeds), seed by seed, per (dataset, mode, lr, E): the lead
     WAFFLe would have without its private selections."""
     by = ["dataset", "mode", "lr", "local_epochs"]
-    both = [{**r, "local_epochs": int(r["local_epochs"]), "lr": float(r["lr"]), "which": "waffle_prior"}
-            for r in probe_rows if r["metric"] == "prior_mean" and r["group"] == "all"]
-    both += [{**r, "local_epochs": int(r["local_epochs"]), "lr": float(r["lr"]), "which": "fedavg", "metric": "prior_mean"}
-             for r in ablation_rows if r.get("table") == "Tables 6-7" and r["method"] == "fedavg" and r["metric"] == "local_acc"]
-    got = results.paired_difference(both, by, "which", "waffle_prior", "fedavg", "prior_mean")
-    return {k: st for k, st in got.items() if st["n"]}
+    fedavg = [{**r, "local_epochs": int(r["local_epochs"]), "lr": float(r["lr"]), "which": "fedavg", "metric": "prior_mean"}
+              for r in ablation_rows if r.get("table") == "Tables 6-7" and r["method"] == "fedavg" and r["metric"] == "local_acc"]
+    probe = [{**r, "which": "waffle_prior"} for r in _probe_rows(probe_rows)
+             if r["metric"] == "prior_mean" and r["group"] == "all"]
+    out = {}
+    for kl in sorted({r["kl_weight"] for r in probe}):   # FedAvg has no KL: each WAFFLe setting is paired with it
+        got = results.paired_difference([r for r in probe if r["kl_weight"] == kl] + fedavg, by, "which",
+                                        "waffle_prior", "fedavg", "prior_mean")
+        out.update({(*k[:3], kl, k[3]): st for k, st in got.items() if st["n"]})
+    return dict(sorted(out.items()))
 
 
 def print_epochs_probe(rows: list[dict], meta: dict, ablation_rows: list[dict] | None = None) -> None:
@@ -255,25 +266,27 @@ def print_epochs_probe(rows: list[dict], meta: dict, ablation_rows: list[dict] |
     print(*results.provenance_comments(meta), sep="\n")
     print("\n**Tables 6-7: what the private selections still carry** (WAFFLe, each client scored on its own test "
           "data; points, seed by seed, mean ± sd over seeds)\n")
-    print("| dataset | mode | lr | E | group | " + " | ".join(PROBE_PAIRS) + " | Jaccard, same classes | "
-          "Jaccard, disjoint | same − disjoint | active factors |")
-    print("|---|---|---|---|---|" + "---|" * (len(PROBE_PAIRS) + 4))
-    for (ds, mode, lr, e, group), c in got.items():
+    print("| dataset | mode | lr | KL weight | E | group | " + " | ".join(PROBE_PAIRS) + " | Jaccard, same classes | "
+          "Jaccard, disjoint | same − disjoint | active factors | distance from the prior |")
+    print("|---|---|---|---|---|---|" + "---|" * (len(PROBE_PAIRS) + 5))
+    for (ds, mode, lr, kl, e, group), c in got.items():
         diffs = [fmt_lead(c[n]) if c.get(n) else "—" for n in PROBE_PAIRS]
         jac = [f"{c[m]['mean']:.3f}" if c.get(m) and c[m]["mean"] is not None else "—"
                for m in ("jaccard_same", "jaccard_none")]
         d = c.get("jaccard same − none")
         gap = "—" if not d or d["mean"] is None else f"{d['mean']:+.3f}" + (f" ± {d['sd']:.3f}" if d["sd"] else "")
         act = fmt(c.get("active"))
-        print(f"| {ds} | {mode} | {lr:g} | {e} | {group} | {' | '.join(diffs)} | {jac[0]} | {jac[1]} | {gap} | {act} |")
+        dist = "—" if not c.get("prior_distance") or c["prior_distance"]["mean"] is None else f"{c['prior_distance']['mean']:.3f}"
+        print(f"| {ds} | {mode} | {lr:g} | {kl:g} | {e} | {group} | {' | '.join(diffs)} | {jac[0]} | {jac[1]} | {gap} | "
+              f"{act} | {dist} |")
     print("\nown − disjoint's: each client scored with the selection of a random client holding none of its classes; "
           "own − same classes': with that of one holding the same two (clients that have one); Jaccard: overlap of "
           "the factor sets with q(b) > 0.5 (fc1), over pairs of clients")
     base = prior_mean_vs_fedavg(rows, ablation_rows or [])
     if base:
         print("\nWAFFLe without its selections (every client at the prior mean) minus FedAvg, both on the clients' own "
-              "test data, seed by seed: " + "; ".join(f"{ds} {mode} E={e}: {fmt_lead(st)}"
-                                                     for (ds, mode, lr, e), st in sorted(base.items())))
+              "test data, seed by seed: " + "; ".join(f"{ds} {mode} KL {kl:g} E={e}: {fmt_lead(st)}"
+                                                     for (ds, mode, lr, kl, e), st in base.items()))
 
 
 def alpha_f_grid(rows: list[dict]) -> dict[str, dict]:

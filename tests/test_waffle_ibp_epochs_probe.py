@@ -93,6 +93,7 @@ def test_swapped_selections_score_like_a_plain_loop_and_are_put_back(mod):
     assert out["acc"]["all"]["own"] == pytest.approx(np.mean(_scores(fed, data, list(pi))), abs=1e-6)
     assert bool(fed.seen[0].all())                                         # the seen flags are put back too
     assert out["overlap"]["fc1"]["active"] == pytest.approx(float((pi > 0.5).sum(1).double().mean()))
+    assert out["overlap"]["fc1"]["prior_distance"] == pytest.approx(float((pi - prior).abs().mean()), abs=1e-7)
 
 
 def test_a_finished_sweep_is_found_and_restored_with_its_clients_selections(mod, tmp_path):

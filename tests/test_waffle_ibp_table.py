@@ -186,13 +186,13 @@ def test_epochs_probe_pairs_scores_seed_by_seed_and_sorts_e_as_a_number(mod):
             + _probe("unimodal", 20, 0, "all", own=92.0, prior_mean=91.5, swap_disjoint=91.0, own_same=92.0, swap_same=92.0,
                      jaccard_same_fc1=0.95, jaccard_none_fc1=0.92, active_fc1=72.0))
     got = mod.epochs_probe(rows)
-    assert [k[3] for k in got] == [5, 20]                         # 5 before 20, not as strings
-    c = got["mnist", "unimodal", 0.04, 5, "all"]
+    assert [k[4] for k in got] == [5, 20]                         # 5 before 20, not as strings
+    c = got["mnist", "unimodal", 0.04, 0.1, 5, "all"]
     assert c["own − prior mean"]["mean"] == pytest.approx(2.5) and c["own − prior mean"]["sd"] == pytest.approx(0.5 ** 0.5)
     assert c["own − disjoint's"]["mean"] == pytest.approx(5.0)   # (4 + 6) / 2
     assert c["own − same classes'"]["mean"] == pytest.approx(0.0)   # +0.5 and -0.5
     assert c["jaccard same − none"]["mean"] == pytest.approx(0.15) and c["active"]["mean"] == pytest.approx(81.0)
-    assert got["mnist", "unimodal", 0.04, 20, "all"]["own − prior mean"]["n"] == 1
+    assert got["mnist", "unimodal", 0.04, 0.1, 20, "all"]["own − prior mean"]["n"] == 1
 
 
 def test_prior_mean_minus_fedavg_pairs_the_probe_with_table_6s_fedavg_by_seed(mod):
@@ -201,8 +201,10 @@ def test_prior_mean_minus_fedavg_pairs_the_probe_with_table_6s_fedavg_by_seed(mo
     abl = [{"table": "Tables 6-7", "dataset": "mnist", "mode": "unimodal", "method": m, "local_epochs": 20, "lr": 0.04,
             "seed": s, "metric": "local_acc", "value": v}
            for m, s, v in (("fedavg", 0, 92.0), ("fedavg", 1, 92.5), ("waffle_ibp", 0, 99.0), ("fedavg", 3, 90.0))]
+    probe += [{**r, "kl_weight": 0.0, "value": r["value"] + 1} for r in _probe("unimodal", 20, 0, "all", prior_mean=91.0)]
     got = mod.prior_mean_vs_fedavg(probe, abl)
-    st = got["mnist", "unimodal", 0.04, 20]
+    assert got["mnist", "unimodal", 0.04, 0.0, 20]["mean"] == pytest.approx(0.0)   # KL 0 pairs with the same FedAvg
+    st = got["mnist", "unimodal", 0.04, 0.1, 20]
     # seeds 0 and 1 have both: -1.0 and -0.5; seed 2 has no FedAvg and seed 3 no probe (one missing each way)
     assert st["mean"] == pytest.approx(-0.75) and st["n"] == 2 and st["missing"] == 2
-    assert list(got) == [("mnist", "unimodal", 0.04, 20)]         # the minority row is not "all": left out
+    assert list(got) == [("mnist", "unimodal", 0.04, 0.0, 20), ("mnist", "unimodal", 0.04, 0.1, 20)]   # no minority row
