@@ -242,19 +242,20 @@ def _probe_rows(rows: list[dict]) -> list[dict]:
              "kl_weight": 0.1 if r.get("kl_weight") is None else float(r["kl_weight"])} for r in rows]
 
 
-def prior_mean_vs_fedavg(probe_rows: list[dict], ablation_rows: list[dict]) -> dict[tuple, dict]:
-    """WAFFLe's dictionary with every client at the IBP prior mean, scored on the clients' own test data, minus
-    FedAvg's local accuracy (Tables 6-7's runs, same seeds), seed by seed, per (dataset, mode, lr, E): the lead
-    WAFFLe would have without its private selections."""
+def versus_fedavg(probe_rows: list[dict], ablation_rows: list[dict], score: str = "prior_mean") -> dict[tuple, dict]:
+    """A probe score of WAFFLe on the clients' own test data (``score``: "prior_mean", every client at the IBP prior
+    mean, i.e. WAFFLe without its selections; "own", its local accuracy) minus FedAvg's local accuracy in Tables
+    6-7's runs, seed by seed over the seeds the probe has, per (dataset, mode, lr, KL weight, E)."""
     by = ["dataset", "mode", "lr", "local_epochs"]
-    fedavg = [{**r, "local_epochs": int(r["local_epochs"]), "lr": float(r["lr"]), "which": "fedavg", "metric": "prior_mean"}
+    fedavg = [{**r, "local_epochs": int(r["local_epochs"]), "lr": float(r["lr"]), "which": "fedavg", "metric": score}
               for r in ablation_rows if r.get("table") == "Tables 6-7" and r["method"] == "fedavg" and r["metric"] == "local_acc"]
-    probe = [{**r, "which": "waffle_prior"} for r in _probe_rows(probe_rows)
-             if r["metric"] == "prior_mean" and r["group"] == "all"]
+    probe = [{**r, "which": "waffle"} for r in _probe_rows(probe_rows) if r["metric"] == score and r["group"] == "all"]
     out = {}
     for kl in sorted({r["kl_weight"] for r in probe}):   # FedAvg has no KL: each WAFFLe setting is paired with it
-        got = results.paired_difference([r for r in probe if r["kl_weight"] == kl] + fedavg, by, "which",
-                                        "waffle_prior", "fedavg", "prior_mean")
+        mine = [r for r in probe if r["kl_weight"] == kl]
+        seeds = {(*(r[k] for k in by), r["seed"]) for r in mine}   # FedAvg's other seeds were not probed at this KL
+        got = results.paired_difference(mine + [r for r in fedavg if (*(r[k] for k in by), r["seed"]) in seeds], by,
+                                        "which", "waffle", "fedavg", score)
         out.update({(*k[:3], kl, k[3]): st for k, st in got.items() if st["n"]})
     return dict(sorted(out.items()))
 
@@ -282,11 +283,12 @@ def print_epochs_probe(rows: list[dict], meta: dict, ablation_rows: list[dict] |
     print("\nown − disjoint's: each client scored with the selection of a random client holding none of its classes; "
           "own − same classes': with that of one holding the same two (clients that have one); Jaccard: overlap of "
           "the factor sets with q(b) > 0.5 (fc1), over pairs of clients")
-    base = prior_mean_vs_fedavg(rows, ablation_rows or [])
-    if base:
-        print("\nWAFFLe without its selections (every client at the prior mean) minus FedAvg, both on the clients' own "
-              "test data, seed by seed: " + "; ".join(f"{ds} {mode} KL {kl:g} E={e}: {fmt_lead(st)}"
-                                                     for (ds, mode, lr, kl, e), st in base.items()))
+    for score, what in (("own", "WAFFLe's lead (own selections)"), ("prior_mean", "WAFFLe without its selections "
+                                                                          "(every client at the prior mean)")):
+        base = versus_fedavg(rows, ablation_rows or [], score)
+        if base:
+            print(f"\n{what} minus FedAvg, both on the clients' own test data, seed by seed: " + "; ".join(
+                f"{ds} {mode} KL {kl:g} E={e}: {fmt_lead(st)} (n={st['n']})" for (ds, mode, lr, kl, e), st in base.items()))
 
 
 def alpha_f_grid(rows: list[dict]) -> dict[str, dict]:

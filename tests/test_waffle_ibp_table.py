@@ -195,16 +195,19 @@ def test_epochs_probe_pairs_scores_seed_by_seed_and_sorts_e_as_a_number(mod):
     assert got["mnist", "unimodal", 0.04, 0.1, 20, "all"]["own − prior mean"]["n"] == 1
 
 
-def test_prior_mean_minus_fedavg_pairs_the_probe_with_table_6s_fedavg_by_seed(mod):
+def test_versus_fedavg_pairs_the_probe_with_table_6s_fedavg_by_seed(mod):
     probe = (_probe("unimodal", 20, 0, "all", prior_mean=91.0) + _probe("unimodal", 20, 1, "all", prior_mean=92.0)
              + _probe("unimodal", 20, 2, "all", prior_mean=90.0) + _probe("multimodal", 20, 0, "minority", prior_mean=50.0))
     abl = [{"table": "Tables 6-7", "dataset": "mnist", "mode": "unimodal", "method": m, "local_epochs": 20, "lr": 0.04,
             "seed": s, "metric": "local_acc", "value": v}
            for m, s, v in (("fedavg", 0, 92.0), ("fedavg", 1, 92.5), ("waffle_ibp", 0, 99.0), ("fedavg", 3, 90.0))]
     probe += [{**r, "kl_weight": 0.0, "value": r["value"] + 1} for r in _probe("unimodal", 20, 0, "all", prior_mean=91.0)]
-    got = mod.prior_mean_vs_fedavg(probe, abl)
-    assert got["mnist", "unimodal", 0.04, 0.0, 20]["mean"] == pytest.approx(0.0)   # KL 0 pairs with the same FedAvg
+    got = mod.versus_fedavg(probe, abl)
+    kl0 = got["mnist", "unimodal", 0.04, 0.0, 20]   # KL 0 probed seed 0 only: FedAvg's seeds 1 and 3 are not missing
+    assert kl0["mean"] == pytest.approx(0.0) and kl0["n"] == 1 and kl0["missing"] == 0
     st = got["mnist", "unimodal", 0.04, 0.1, 20]
-    # seeds 0 and 1 have both: -1.0 and -0.5; seed 2 has no FedAvg and seed 3 no probe (one missing each way)
-    assert st["mean"] == pytest.approx(-0.75) and st["n"] == 2 and st["missing"] == 2
+    # seeds 0 and 1 have both: -1.0 and -0.5; seed 2 has no FedAvg (missing); FedAvg's seed 3 was not probed
+    assert st["mean"] == pytest.approx(-0.75) and st["n"] == 2 and st["missing"] == 1
+    own = mod.versus_fedavg(_probe("unimodal", 20, 1, "all", own=93.5), abl, "own")
+    assert own == {("mnist", "unimodal", 0.04, 0.1, 20): {"mean": pytest.approx(1.0), "sd": None, "n": 1, "missing": 0}}
     assert list(got) == [("mnist", "unimodal", 0.04, 0.0, 20), ("mnist", "unimodal", 0.04, 0.1, 20)]   # no minority row
