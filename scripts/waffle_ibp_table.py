@@ -15,6 +15,7 @@ every row of its method, so two readings of an open choice can be held against i
 """
 from __future__ import annotations
 
+import re
 import torch
 
 from fltutor import results
@@ -119,17 +120,31 @@ def main() -> None:
         print_epochs_probe(*got, ablation_rows=(results.read_table(folder, "ablations") or ([], {}))[0])
 
 
+DEFAULT_KL = 0.1   # notebook 02's KL weight; a WAFFLe row whose variant names no KL weight ran at it
+
+
+def _kl_of(r: dict) -> float | None:
+    """The KL weight of a weight-factorization WAFFLe row, read from its variant ("adam 0.1, KL 0.1, ..."); None
+    for other methods."""
+    if not str(r.get("method", "")).startswith("waffle_ibp"):
+        return None
+    m = re.search(r"KL ([0-9.eE+-]+)", str(r.get("variant") or ""))
+    return float(m.group(1)) if m else DEFAULT_KL
+
+
 def ablation_cells(rows: list[dict]) -> dict[tuple, dict]:
     """Local accuracy over seeds per ablation cell, keyed (table, dataset, mode, method, step rule, setting):
     the setting is the L1 weight (Table 8), (alpha/F, F) (Table 9) or (E, lr) (Tables 6-7: the paper's multimodal
-    runs used lr 0.02, so a run at another rate is kept apart and shown without the paper's number)."""
+    runs used lr 0.02, so a run at another rate is kept apart and shown without the paper's number), with WAFFLe's
+    KL weight as a third entry where it is not DEFAULT_KL."""
     keyed = []
     for r in rows:
         if r["metric"] != "local_acc":
             continue
+        kl = _kl_of(r)
         setting = (float(r["l1_weight"]) if r["table"] == "Table 8" else
                    (float(r["alpha_ratio"]), int(r["num_factors"])) if r["table"] == "Table 9" else
-                   (int(r["local_epochs"]), float(r["lr"])))
+                   (int(r["local_epochs"]), float(r["lr"])) + (() if kl in (None, DEFAULT_KL) else (kl,)))
         keyed.append({"key": (r["table"], r["dataset"], r["mode"], r["method"], r["selection_optimizer"] or "", setting),
                       "seed": r["seed"], "metric": "local_acc", "value": r["value"]})
     return {k[0]: v for k, v in results.summarize(keyed, ["key"], "local_acc").items()}
@@ -142,7 +157,7 @@ def ablation_paper(table: str, ds: str, mode: str, method: str, setting):
     if table == "Table 9":   # multimodal: Table 9; unimodal: only the ICLR submission's Table 6 has it
         grid_ = WAFFLE_IBP_TABLE9 if mode == "multimodal" else WAFFLE_IBP_ALPHA_F_UNIMODAL
         return grid_.get(setting) if ds == "mnist" else None
-    epochs, lr = setting
+    epochs, lr = setting[:2]
     if mode == "multimodal" and lr != 0.02:   # Table 7 was run at 0.02 (section IV-G-2)
         return None
     return WAFFLE_IBP_EPOCHS.get(mode, {}).get(ds, {}).get(method, {}).get(epochs)
@@ -150,7 +165,8 @@ def ablation_paper(table: str, ds: str, mode: str, method: str, setting):
 
 def setting_label(table: str, setting) -> str:
     return (f"L1 weight {setting:g}" if table == "Table 8" else
-            f"alpha/F {setting[0]:g}, F {setting[1]}" if table == "Table 9" else f"E = {setting[0]}, lr {setting[1]:g}")
+            f"alpha/F {setting[0]:g}, F {setting[1]}" if table == "Table 9" else
+            f"E = {setting[0]}, lr {setting[1]:g}" + (f", KL {setting[2]:g}" if len(setting) > 2 else ""))
 
 
 def print_ablations(rows: list[dict], meta: dict) -> None:
@@ -166,12 +182,22 @@ def print_ablations(rows: list[dict], meta: dict) -> None:
               f"{'—' if paper is None else f'{paper:.2f}'} | {beyond(st, paper, None)} |")
 
 
-def epochs_leads(rows: list[dict]) -> dict[tuple, dict]:
+def epochs_kls(rows: list[dict]) -> list[float]:
+    """The KL weights WAFFLe ran at in Tables 6-7's rows, notebook 02's default first."""
+    kls = {_kl_of(r) for r in rows if r["table"] == "Tables 6-7"} - {None}
+    return sorted(kls, key=lambda k: (k != DEFAULT_KL, k))
+
+
+def epochs_leads(rows: list[dict], kl: float = DEFAULT_KL) -> dict[tuple, dict]:
     """Tables 6-7: WAFFLe's lead over FedAvg per (dataset, mode, lr, E), seed by seed, on the local accuracy and,
     where the split has one, the minority; with the paper's lead where it prints one (Table 7: lr 0.02 only).
+    Only WAFFLe's runs at KL weight ``kl`` count, against FedAvg's runs of the same seeds.
     {key: {"local_acc": summary, "minority": summary or None, "paper": float or None}}"""
-    t = [{**r, "local_epochs": int(r["local_epochs"]), "lr": float(r["lr"])} for r in rows if r["table"] == "Tables 6-7"]
     by = ["dataset", "mode", "lr", "local_epochs"]
+    t = [{**r, "local_epochs": int(r["local_epochs"]), "lr": float(r["lr"])} for r in rows if r["table"] == "Tables 6-7"
+         and _kl_of(r) in (None, kl)]
+    mine = {(*(r[k] for k in by), r["seed"]) for r in t if _kl_of(r) == kl}
+    t = [r for r in t if _kl_of(r) is not None or (*(r[k] for k in by), r["seed"]) in mine]
     out = {}
     for m in ("local_acc", "minority"):
         for key, st in results.paired_difference(t, by, "method", "waffle_ibp", "fedavg", m).items():
@@ -195,16 +221,19 @@ def epochs_leads(rows: list[dict]) -> dict[tuple, dict]:
 
 
 def print_epochs_leads(rows: list[dict]) -> None:
-    got = epochs_leads(rows)
-    if not got:
+    got = {kl: epochs_leads(rows, kl) for kl in epochs_kls(rows)}
+    if not any(got.values()):
         return
     print("\n**Tables 6-7: WAFFLe's lead over FedAvg** (points, seed by seed: mean ± sd over the seeds both ran)\n")
-    print("| dataset | mode | lr | E | lead, local acc | paper | lead, minority | WAFFLe local − global | FedAvg local − global |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for (ds, mode, lr, e), c in got.items():
-        paper = "—" if c["paper"] is None else f"{c['paper']:+.2f}"
-        leads = [fmt_lead(c[m]) if c.get(m) else "—" for m in ("local_acc", "minority", "lift_waffle_ibp", "lift_fedavg")]
-        print(f"| {ds} | {mode} | {lr:g} | {e} | {leads[0]} | {paper} | {leads[1]} | {leads[2]} | {leads[3]} |")
+    print("| dataset | mode | lr | WAFFLe's KL weight | E | seeds | lead, local acc | paper | lead, minority | "
+          "WAFFLe local − global | FedAvg local − global |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for kl, cells in got.items():
+        for (ds, mode, lr, e), c in cells.items():
+            paper = "—" if c["paper"] is None else f"{c['paper']:+.2f}"
+            leads = [fmt_lead(c[m]) if c.get(m) else "—" for m in ("local_acc", "minority", "lift_waffle_ibp", "lift_fedavg")]
+            print(f"| {ds} | {mode} | {lr:g} | {kl:g} | {e} | {c['local_acc']['n']} | {leads[0]} | {paper} | {leads[1]} | "
+                  f"{leads[2]} | {leads[3]} |")
     print("\nlocal − global: a run's accuracy on its clients' own test data minus its global model's on the global "
           "test set, seed by seed (WAFFLe's global model takes the IBP prior's mean selection)")
 

@@ -138,8 +138,8 @@ def test_tables_6_7_leads_are_paired_by_seed_and_set_beside_the_papers_lead(mod,
     assert g["mnist", "multimodal", 0.04, 10]["paper"] is None
     mod.print_epochs_leads(rows)
     out = capsys.readouterr().out
-    assert "| mnist | unimodal | 0.04 | 10 | +2.50 ± 2.12 (1 seed(s) lost) | +2.15 | — | +1.50 ± 0.71" in out
-    assert "| mnist | multimodal | 0.02 | 10 | +5.00 | +6.67 | +20.00 | — | — |" in out
+    assert "| mnist | unimodal | 0.04 | 0.1 | 10 | 2 | +2.50 ± 2.12 (1 seed(s) lost) | +2.15 | — | +1.50 ± 0.71" in out
+    assert "| mnist | multimodal | 0.02 | 0.1 | 10 | 1 | +5.00 | +6.67 | +20.00 | — | — |" in out
 
 
 def test_leads_over_fedavg_are_taken_seed_by_seed_from_table_1s_fedavg_rows(mod, capsys):
@@ -211,3 +211,24 @@ def test_versus_fedavg_pairs_the_probe_with_table_6s_fedavg_by_seed(mod):
     own = mod.versus_fedavg(_probe("unimodal", 20, 1, "all", own=93.5), abl, "own")
     assert own == {("mnist", "unimodal", 0.04, 0.1, 20): {"mean": pytest.approx(1.0), "sd": None, "n": 1, "missing": 0}}
     assert list(got) == [("mnist", "unimodal", 0.04, 0.0, 20), ("mnist", "unimodal", 0.04, 0.1, 20)]   # no minority row
+
+
+def test_ablation_rows_at_another_kl_weight_are_kept_apart_and_paired_with_fedavg_of_their_seeds(mod):
+    def run(m, seed, local, variant):
+        return [{"table": "Tables 6-7", "dataset": "mnist", "mode": "unimodal", "method": m, "variant": variant,
+                 "selection_optimizer": "adam" if m != "fedavg" else "", "l1_weight": None, "alpha_ratio": None,
+                 "num_factors": None, "lr": "0.04", "local_epochs": "20", "seed": seed, "metric": "local_acc", "value": local}]
+    v01, v0 = "adam 0.1, KL 0.1, alpha/F 0.8, T 0.667", "adam 0.1, KL 0, alpha/F 0.8, T 0.667"
+    rows = (run("fedavg", 0, 92.0, "") + run("fedavg", 1, 93.0, "") + run("fedavg", 2, 91.0, "")
+            + run("waffle_ibp", 0, 91.0, v01) + run("waffle_ibp", 1, 92.0, v01) + run("waffle_ibp", 2, 90.5, v01)
+            + run("waffle_ibp", 0, 97.0, v0) + run("waffle_ibp", 1, 96.0, v0))
+    cells = mod.ablation_cells(rows)                      # no "seed 0 appears twice": KL 0 is a cell of its own
+    assert cells["Tables 6-7", "mnist", "unimodal", "waffle_ibp", "adam", (20, 0.04)]["mean"] == pytest.approx(273.5 / 3)
+    assert cells["Tables 6-7", "mnist", "unimodal", "waffle_ibp", "adam", (20, 0.04, 0.0)]["mean"] == pytest.approx(96.5)
+    assert mod.setting_label("Tables 6-7", (20, 0.04, 0.0)) == "E = 20, lr 0.04, KL 0"
+    assert mod.ablation_paper("Tables 6-7", "mnist", "unimodal", "waffle_ibp", (20, 0.04, 0.0)) == 96.32
+    assert mod.epochs_kls(rows) == [0.1, 0.0]
+    d01 = mod.epochs_leads(rows)["mnist", "unimodal", 0.04, 20]["local_acc"]
+    assert d01["mean"] == pytest.approx(-0.833333, abs=1e-5) and d01["n"] == 3       # -1, -1, -0.5
+    d0 = mod.epochs_leads(rows, 0.0)["mnist", "unimodal", 0.04, 20]["local_acc"]
+    assert d0["mean"] == pytest.approx(4.0) and d0["n"] == 2 and d0["missing"] == 0   # FedAvg's seed 2 not counted
