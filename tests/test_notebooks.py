@@ -50,6 +50,40 @@ def test_every_notebook_has_a_parameters_cell():
         assert tagged == [2], f"{nb.name}: the third cell must be the only one tagged 'parameters'"
 
 
+def _module_scope_loop_names(tree):
+    """Names bound by for-loops (and with ... as, walrus) at a cell's module scope: not inside a function, class,
+    lambda or comprehension, which have scopes of their own."""
+    import ast
+    out, todo = set(), list(ast.iter_child_nodes(tree))
+    while todo:
+        n = todo.pop()
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda, ast.ListComp, ast.SetComp,
+                          ast.DictComp, ast.GeneratorExp)):
+            continue
+        targets = [n.target] if isinstance(n, (ast.For, ast.AsyncFor, ast.NamedExpr)) else \
+            [i.optional_vars for i in n.items if i.optional_vars] if isinstance(n, ast.With) else []
+        out |= {t.id for tgt in targets for t in ast.walk(tgt) if isinstance(t, ast.Name)}
+        todo.extend(ast.iter_child_nodes(n))
+    return out
+
+
+def test_no_loop_in_a_notebook_rebinds_a_parameter():
+    """A module-level ``for ..., lr in ...`` in a figure cell once rebound notebook 02's ``lr`` (0.02) to the last
+    group's 0.04, and the results cell after it labelled a multimodal run with the wrong rate."""
+    import ast
+    for nb in NOTEBOOKS:
+        cells = json.loads(nb.read_text())["cells"]
+        params = {t.target.id for t in ast.parse("".join(cells[2]["source"])).body
+                  if isinstance(t, ast.AnnAssign) and isinstance(t.target, ast.Name)}
+        assert params, f"{nb.name}: no annotated parameters in the parameters cell"
+        for c in cells[3:]:
+            if c["cell_type"] != "code":
+                continue
+            src = "".join(c["source"])
+            clash = _module_scope_loop_names(ast.parse(src)) & params
+            assert not clash, f"{nb.name}, cell {c.get('id')}: a loop rebinds the parameter(s) {sorted(clash)}"
+
+
 def test_every_notebook_is_valid_nbformat_with_unique_cell_ids():
     """nbformat 4.5 wants an id on every cell (a cell added by hand without one only warns today)."""
     import nbformat
