@@ -268,7 +268,7 @@ def epochs_probe(rows: list[dict], layer: str = "fc1") -> dict[tuple, dict]:
 def _probe_rows(rows: list[dict]) -> list[dict]:
     """epochs_probe.csv's rows with numbers typed; a row from before the KL weight was recorded is notebook 02's 0.1."""
     return [{**r, "local_epochs": int(r["local_epochs"]), "lr": float(r["lr"]),
-             "kl_weight": 0.1 if r.get("kl_weight") is None else float(r["kl_weight"])} for r in rows]
+             "kl_weight": DEFAULT_KL if r.get("kl_weight") is None else float(r["kl_weight"])} for r in rows]
 
 
 def versus_fedavg(probe_rows: list[dict], ablation_rows: list[dict], score: str = "prior_mean") -> dict[tuple, dict]:
