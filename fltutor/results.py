@@ -190,8 +190,8 @@ def summarize(rows: Sequence[dict], by: Sequence[str], metric: str | None = None
 
 def paired_difference(rows: Sequence[dict], by: Sequence[str], column: str, first, second,
                       metric: str) -> dict[tuple, dict]:
-    """Mean, sample sd and count of ``first`` minus ``second`` (two values of ``column``, say two methods),
-    seed by seed, per group of ``by``: the spread of a lead, not of two separate means.
+    """Mean, sample sd, count, smallest and largest of ``first`` minus ``second`` (two values of ``column``,
+    say two methods), seed by seed, per group of ``by``: the spread of a lead, not of two separate means.
 
     Only seeds where both have a value count; ``missing`` counts the seeds where either one is absent
     or diverged (no value), so a lead is never computed over a survivor's seeds alone unnoticed."""
@@ -207,7 +207,8 @@ def paired_difference(rows: Sequence[dict], by: Sequence[str], column: str, firs
         d = [s[first] - s[second] for s in seeds.values() if s.get(first) is not None and s.get(second) is not None]
         a = np.asarray(d, dtype=float)
         out[key] = {"mean": float(a.mean()) if len(a) else None, "sd": float(a.std(ddof=1)) if len(a) > 1 else None,
-                    "n": len(a), "missing": len(seeds) - len(a)}
+                    "n": len(a), "missing": len(seeds) - len(a),
+                    "min": float(a.min()) if len(a) else None, "max": float(a.max()) if len(a) else None}
     return out
 
 

@@ -3,7 +3,7 @@
     python scripts/waffle_ibp_table.py
 
 Table 2: mean local test accuracy, unimodal and multimodal; Table 1: the multimodal split's majority,
-minority, gap and variance; and, once configs/02_heterogeneity.yaml has written heterogeneity.csv,
+minority, gap and variance; WAFFLe's lead over FedAvg in both, seed by seed (with its smallest and largest); once configs/02_heterogeneity.yaml has written heterogeneity.csv,
 Fig. 7: WAFFLe's lead over FedAvg (unimodal) against Z, the classes per client (Z = 2 is Table 2's
 column); and, once configs/02_open_choices.yaml has written open_choices.csv, the open choices mapped:
 the minority's accuracy per KL weight x selection rate, one grid per step rule of the private selections;
@@ -102,6 +102,8 @@ def main() -> None:
               f"{fmt(st['gap'])} / {pap['gap'] if pap['gap'] is not None else '—'} | "
               f"{fmt(st['variance'])} / {pap['variance'] if pap['variance'] is not None else '—'} |")
 
+    print_table12_leads(rows)
+
     folder = results.folder_from_cli(__doc__.splitlines()[0], "waffle_ibp")
     got = results.read_table(folder, "heterogeneity")
     if got is not None:
@@ -118,6 +120,58 @@ def main() -> None:
     got = results.read_table(folder, "epochs_probe")
     if got is not None:
         print_epochs_probe(*got, ablation_rows=(results.read_table(folder, "ablations") or ([], {}))[0])
+
+
+LEAD_METRICS = ("local_acc", "majority", "minority", "gap")
+
+
+def table12_leads(rows: list[dict]) -> dict[tuple, dict]:
+    """Tables 1-2: each WAFFLe variant's lead over FedAvg, seed by seed, per (dataset, mode, minority's classes,
+    lr, variant), on the local accuracy and, for the multimodal split, majority, minority and gap; only seeds
+    where both ran count, and only at the same shared lr (a WAFFLe run at another rate is not FedAvg's pair).
+    {key: {metric: paired summary (with min and max), "paper": {metric: the paper's lead or None}}}"""
+    by = ["dataset", "mode", "minority_classes", "lr"]
+    rows = [{"lr": None, **r} for r in rows]   # a table written before the lr column pairs at one rate
+    fedavg = [r for r in rows if r["method"] == "fedavg" and not r["variant"]]
+    out = {}
+    for v in sorted({r["variant"] for r in rows if r["method"] == "waffle_ibp"}):
+        waffle = [r for r in rows if r["method"] == "waffle_ibp" and r["variant"] == v]
+        ran = {(*(r[k] for k in by), r["seed"]) for r in waffle}   # FedAvg's other seeds are not this variant's pairs
+        pairs = [r for r in fedavg if (*(r[k] for k in by), r["seed"]) in ran]
+        paired = {tuple(r[k] for k in by) for r in pairs}   # a variant with no FedAvg run beside it has no lead
+        for m in LEAD_METRICS:
+            for key, st in results.paired_difference(waffle + pairs, by, "method", "waffle_ibp", "fedavg", m).items():
+                if key in paired:
+                    out.setdefault((*key, v), {})[m] = st
+    for (ds, mode, *_), cell in out.items():
+        t2 = WAFFLE_IBP_TABLE2.get(ds, {})
+        paper = {"local_acc": t2["waffle_ibp"][mode == "multimodal"] - t2["fedavg"][mode == "multimodal"] if t2 else None}
+        for m in ("majority", "minority", "gap"):
+            t1 = WAFFLE_IBP_TABLE1[m].get(ds, {})
+            paper[m] = t1["waffle_ibp"] - t1["fedavg"] if t1 and mode == "multimodal" else None
+        cell["paper"] = paper
+    return dict(sorted(out.items(), key=str))
+
+
+def print_table12_leads(rows: list[dict]) -> None:
+    leads = table12_leads(rows)
+    if not leads:
+        return
+    print("\n**WAFFLe's lead over FedAvg** (Tables 1-2; points, seed by seed at the same seeds and lr: mean ± sd "
+          "[smallest, largest] / the paper's lead)\n")
+    print("| dataset | mode | minority | WAFFLe | seeds | local acc | majority | minority | gap |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for (ds, mode, minority, lr, v), cell in leads.items():
+        n = max(st["n"] for m, st in cell.items() if m != "paper")
+        texts = []
+        for m in LEAD_METRICS:
+            st, paper = cell.get(m), cell["paper"][m]
+            if st is None:
+                texts.append("—")
+                continue
+            span = "" if st["n"] < 2 else f" [{st['min']:+.2f}, {st['max']:+.2f}]"
+            texts.append(fmt_lead(st) + span + ("" if paper is None else f" / {paper:+.2f}"))
+        print(f"| {ds} | {mode} | {minority or '—'} | {v} | {n} | " + " | ".join(texts) + " |")
 
 
 DEFAULT_KL = 0.1   # notebook 02's KL weight; a WAFFLe row whose variant names no KL weight ran at it

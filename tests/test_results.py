@@ -140,6 +140,7 @@ def test_paired_difference_is_seed_by_seed_and_counts_lost_seeds():
     st = results.paired_difference(rows, ["g"], "method", "a", "b", "acc")[("x",)]
     # seeds 0, 1, 3: leads 5, 1, 10 (mean 16/3, sample sd sqrt(((-1/3)^2 + (-13/3)^2 + (14/3)^2) / 2)); seed 2 lost
     assert st["n"] == 3 and st["missing"] == 1
+    assert (st["min"], st["max"]) == (1.0, 10.0)
     assert abs(st["mean"] - 16 / 3) < 1e-12
     assert abs(st["sd"] - ((1 / 9 + 169 / 9 + 196 / 9) / 2) ** 0.5) < 1e-12
     # the sd of the lead is not the sd of either mean: both methods swing together from seed to seed

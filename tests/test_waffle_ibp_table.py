@@ -209,7 +209,8 @@ def test_versus_fedavg_pairs_the_probe_with_table_6s_fedavg_by_seed(mod):
     # seeds 0 and 1 have both: -1.0 and -0.5; seed 2 has no FedAvg (missing); FedAvg's seed 3 was not probed
     assert st["mean"] == pytest.approx(-0.75) and st["n"] == 2 and st["missing"] == 1
     own = mod.versus_fedavg(_probe("unimodal", 20, 1, "all", own=93.5), abl, "own")
-    assert own == {("mnist", "unimodal", 0.04, 0.1, 20): {"mean": pytest.approx(1.0), "sd": None, "n": 1, "missing": 0}}
+    assert own == {("mnist", "unimodal", 0.04, 0.1, 20): {"mean": pytest.approx(1.0), "sd": None, "n": 1, "missing": 0,
+                                                   "min": 1.0, "max": 1.0}}
     assert list(got) == [("mnist", "unimodal", 0.04, 0.0, 20), ("mnist", "unimodal", 0.04, 0.1, 20)]   # no minority row
 
 
@@ -232,3 +233,39 @@ def test_ablation_rows_at_another_kl_weight_are_kept_apart_and_paired_with_fedav
     assert d01["mean"] == pytest.approx(-0.833333, abs=1e-5) and d01["n"] == 3       # -1, -1, -0.5
     d0 = mod.epochs_leads(rows, 0.0)["mnist", "unimodal", 0.04, 20]["local_acc"]
     assert d0["mean"] == pytest.approx(4.0) and d0["n"] == 2 and d0["missing"] == 0   # FedAvg's seed 2 not counted
+
+
+def _t12(ds, mode, method, seed, lr=0.04, variant="", classes="", **metrics):
+    ids = {"dataset": ds, "mode": mode, "method": method, "variant": variant, "minority_classes": classes, "lr": lr,
+           "seed": seed}
+    return [{**ids, "metric": m, "value": v} for m, v in metrics.items()]
+
+
+def test_table_1_2_leads_pair_each_variant_with_fedavg_at_the_same_seed_and_rate(mod, capsys):
+    ada, sgd = "adam 0.1, KL 0.1", "sgd shared lr, KL 1"
+    multi = dict(ds="mnist", mode="multimodal", classes="0-2-4-6-8")
+    rows = []
+    for s, (fa, wa) in enumerate(((60.0, 90.0), (70.0, 85.0), (65.0, 80.0))):   # minority: leads 30, 15, 15
+        rows += _t12(**multi, method="fedavg", seed=s, local_acc=90.0 + s, minority=fa, majority=96.0)
+        rows += _t12(**multi, method="waffle_ibp", variant=ada, seed=s, local_acc=95.0, minority=wa, majority=97.0)
+    rows += _t12(**multi, method="fedavg", seed=3, local_acc=99.0, minority=99.0)        # WAFFLe never ran seed 3
+    rows += _t12(**multi, method="waffle_ibp", variant=sgd, seed=0, local_acc=None, minority=None)   # diverged
+    rows += _t12("mnist", "unimodal", "waffle_ibp", 0, variant=ada, lr=0.005, local_acc=92.0)   # FedAvg ran at 0.04
+    rows += _t12("mnist", "unimodal", "fedavg", 0, local_acc=94.0)
+    got = mod.table12_leads(rows)
+    key = ("mnist", "multimodal", "0-2-4-6-8", 0.04, ada)
+    assert set(got) == {key, ("mnist", "multimodal", "0-2-4-6-8", 0.04, sgd)}   # no pair at another rate
+    mino = got[key]["minority"]
+    assert mino["n"] == 3 and mino["missing"] == 0                           # FedAvg's seed 3 is not a lost seed
+    assert mino["mean"] == pytest.approx(20.0) and mino["sd"] == pytest.approx(75 ** 0.5)   # 30, 15, 15
+    assert (mino["min"], mino["max"]) == (15.0, 30.0)
+    assert got[key]["local_acc"]["mean"] == pytest.approx(4.0)                # 5, 4, 3
+    # the paper's leads: Table 1's minority 93.87 - 67.40, Table 2's multimodal column 95.41 - 91.57
+    assert got[key]["paper"]["minority"] == pytest.approx(26.47) and got[key]["paper"]["local_acc"] == pytest.approx(3.84)
+    sgd_cell = got["mnist", "multimodal", "0-2-4-6-8", 0.04, sgd]["minority"]
+    assert sgd_cell["n"] == 0 and sgd_cell["missing"] == 1                   # diverged: lost, not averaged away
+    mod.print_table12_leads(rows)
+    out = capsys.readouterr().out
+    assert ("| mnist | multimodal | 0-2-4-6-8 | adam 0.1, KL 0.1 | 3 | +4.00 ± 1.00 [+3.00, +5.00] / +3.84 | "
+            "+1.00 ± 0.00 [+1.00, +1.00] / -0.70 | +20.00 ± 8.66 [+15.00, +30.00] / +26.47 |") in out
+    assert "| mnist | multimodal | 0-2-4-6-8 | sgd shared lr, KL 1 | 0 | — (1 seed(s) lost)" in out
