@@ -25,8 +25,10 @@ __all__ = [
 MULTIMODAL_PRESETS: dict[str, list[tuple[tuple[int, ...], int]]] = {
     # odd digits (100 clients) vs even digits (20 clients)
     "mnist": [((1, 3, 5, 7, 9), 100), ((0, 2, 4, 6, 8), 20)],
-    # everything else (90) vs footwear {sandal, sneaker, ankle boot} + shirts {t-shirt/top, shirt} (20)
-    "fashionmnist": [((1, 2, 3, 4, 8), 90), ((0, 5, 6, 7, 9), 20)],
+    # everything else (90) vs footwear {sandal, sneaker, ankle boot} + shirts (20). The paper's "shirts" is read
+    # as the Shirt class alone: with it FedAvg's minority, gap and majority at 5 seeds sit within our spread of
+    # the paper's Table 1, where counting T-shirt/top too put the minority 9 points below (README, notebook 02).
+    "fashionmnist": [((0, 1, 2, 3, 4, 8), 90), ((5, 6, 7, 9), 20)],
     # animals (90) vs vehicles {airplane, automobile, ship, truck} (20)
     "cifar10": [((2, 3, 4, 5, 6, 7), 90), ((0, 1, 8, 9), 20)],
 }
