@@ -3,7 +3,8 @@
     python scripts/waffle_ibp_table.py
 
 Table 2: mean local test accuracy, unimodal and multimodal; Table 1: the multimodal split's majority,
-minority, gap and variance; WAFFLe's lead over FedAvg in both, seed by seed (with its smallest and largest); once configs/02_heterogeneity.yaml has written heterogeneity.csv,
+minority, gap and variance; WAFFLe's lead over FedAvg in both, seed by seed (with its smallest and
+largest); once configs/02_heterogeneity.yaml has written heterogeneity.csv,
 Fig. 7: WAFFLe's lead over FedAvg (unimodal) against Z, the classes per client (Z = 2 is Table 2's
 column); and, once configs/02_open_choices.yaml has written open_choices.csv, the open choices mapped:
 the minority's accuracy per KL weight x selection rate, one grid per step rule of the private selections;
@@ -159,8 +160,8 @@ def print_table12_leads(rows: list[dict]) -> None:
         return
     print("\n**WAFFLe's lead over FedAvg** (Tables 1-2; points, seed by seed at the same seeds and lr: mean ± sd "
           "[smallest, largest] / the paper's lead)\n")
-    print("| dataset | mode | minority | WAFFLe | seeds | local acc | majority | minority | gap |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| dataset | mode | minority | lr | WAFFLe | seeds | local acc | majority | minority | gap |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for (ds, mode, minority, lr, v), cell in leads.items():
         n = max(st["n"] for m, st in cell.items() if m != "paper")
         texts = []
@@ -171,7 +172,8 @@ def print_table12_leads(rows: list[dict]) -> None:
                 continue
             span = "" if st["n"] < 2 else f" [{st['min']:+.2f}, {st['max']:+.2f}]"
             texts.append(fmt_lead(st) + span + ("" if paper is None else f" / {paper:+.2f}"))
-        print(f"| {ds} | {mode} | {minority or '—'} | {v} | {n} | " + " | ".join(texts) + " |")
+        print(f"| {ds} | {mode} | {minority or '—'} | {'—' if lr is None else f'{lr:g}'} | {v} | {n} | "
+              + " | ".join(texts) + " |")
 
 
 DEFAULT_KL = 0.1   # notebook 02's KL weight; a WAFFLe row whose variant names no KL weight ran at it

@@ -266,6 +266,6 @@ def test_table_1_2_leads_pair_each_variant_with_fedavg_at_the_same_seed_and_rate
     assert sgd_cell["n"] == 0 and sgd_cell["missing"] == 1                   # diverged: lost, not averaged away
     mod.print_table12_leads(rows)
     out = capsys.readouterr().out
-    assert ("| mnist | multimodal | 0-2-4-6-8 | adam 0.1, KL 0.1 | 3 | +4.00 ± 1.00 [+3.00, +5.00] / +3.84 | "
+    assert ("| mnist | multimodal | 0-2-4-6-8 | 0.04 | adam 0.1, KL 0.1 | 3 | +4.00 ± 1.00 [+3.00, +5.00] / +3.84 | "
             "+1.00 ± 0.00 [+1.00, +1.00] / -0.70 | +20.00 ± 8.66 [+15.00, +30.00] / +26.47 |") in out
-    assert "| mnist | multimodal | 0-2-4-6-8 | sgd shared lr, KL 1 | 0 | — (1 seed(s) lost)" in out
+    assert "| mnist | multimodal | 0-2-4-6-8 | 0.04 | sgd shared lr, KL 1 | 0 | — (1 seed(s) lost)" in out
