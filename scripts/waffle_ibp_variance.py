@@ -24,8 +24,8 @@ pair model's variance, so our five seeds can be placed among all partitions.
 
 Needs the dataset's labels (FLTUTOR_DATA) to rebuild each seed's partition; a cell whose data fingerprint
 differs from the rebuilt one (another minority preset) is skipped and named. Rows go to
-results/waffle_ibp/variance_probe.csv (+ .json): one per (method, seed, metric), and the partition
-rows under method "random partition".
+results/waffle_ibp/variance_probe.csv (+ .json): one per (method, seed, metric), the partition rows
+under method "random partition", and how single-class minority clients score under "pooled cells".
 """
 from __future__ import annotations
 
@@ -133,6 +133,10 @@ def main():
         m.update({f"single_class_{c}": sum(s == (c,) for s in sets[seed]) for c in minority})
         rows += [{**ids, "method": r["method"], "variant": variant(r), "seed": seed, "metric": k, "value": round(v, 4)}
                  for k, v in m.items()]
+    for c in minority:   # how a client holding one minority class alone scores, pooled over the cells read
+        if (c,) in by_set:
+            rows.append({**ids, "method": "pooled cells", "variant": f"{len(by_set[(c,)])} clients", "seed": None,
+                         "metric": f"single_class_{c} accuracy", "value": round(pair_mean[(c,)], 4)})
     draws = []
     for s in range(1000, 1000 + args.mc):
         cs = class_sets(labels, partition.multimodal(labels, groups, 2, seed=s))
@@ -163,15 +167,15 @@ def print_summary(rows):
     cell = collections.defaultdict(list)
     for r in rows:
         cell[r["method"], r["variant"], r["metric"]].append(r["value"])
-    methods = sorted({(m, v) for m, v, _ in cell if m != "random partition"})
-    metrics = list(dict.fromkeys(k for m, v, k in cell if m != "random partition"))
+    methods = sorted({(m, v) for m, v, _ in cell if m not in ("random partition", "pooled cells")})
+    metrics = list(dict.fromkeys(k for m, v, k in cell if m not in ("random partition", "pooled cells")))
     print(f"{'method':22s} seeds " + " ".join(f"{k[:14]:>14s}" for k in metrics))
     for m, v in methods:
         vals = [cell[m, v, k] for k in metrics]
         print(f"{m + ' ' + v:22s} {len(vals[0]):5d} " + " ".join(f"{np.mean(x):14.1f}" for x in vals))
     for (m, v, k), x in cell.items():
-        if m == "random partition":
-            print(f"random partition, {v}: {k} = {x[0]:.2f}")
+        if m in ("random partition", "pooled cells"):
+            print(f"{m}, {v}: {k} = {x[0]:.2f}")
 
 
 if __name__ == "__main__":
