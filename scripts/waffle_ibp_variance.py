@@ -1,7 +1,7 @@
 """Why is the variance across clients of FedAvg, FedProx and q-FFL on multimodal FMNIST above WAFFLe's Table 1?
 
 At 5 seeds their accuracies fit the paper's while their variance of local accuracy across the 110
-clients sits 40-65 %^2 above it. This probe takes the finished multimodal cells apart (their
+clients sits 40-58 %^2 above it. This probe takes the finished multimodal cells apart (their
 ``results.json``; nothing is retrained) and measures four candidate causes:
 
     observed      the final round's population variance over clients (what Table 1 reports)
