@@ -45,7 +45,7 @@ from torch import Tensor
 
 from .checks import SettingError, describe, flag
 
-__all__ = ["Dataset", "DataError", "load", "standin", "tensor_hash", "default_root", "BUNDLED_DIR", "DATASETS",
+__all__ = ["Dataset", "DataError", "load", "standin", "balanced_subset", "tensor_hash", "default_root", "BUNDLED_DIR", "DATASETS",
            "SPLIT_SIZES", "FederatedData", "make_federated"]
 
 REPO_DATA = Path(__file__).resolve().parent.parent / "data"
@@ -417,6 +417,25 @@ def standin(name: str, num_samples: int, *, train: bool = True, seed: int) -> Da
     y = y[torch.randperm(num_samples, generator=g)]
     x = 0.5 * prototypes[y] + torch.randn(num_samples, *spec.shape, generator=g)  # (n, C, H, W)
     return Dataset(_canonical(name), x, y, spec.classes, "standin")
+
+
+def balanced_subset(split: Dataset, n: int | None, *, seed: int = 0) -> Dataset:
+    """n // K random samples of each of the split's K classes, in their original order (None or n >= len: all).
+
+    The quick runs of notebook 03 draw their training and test images this way; the draw depends on
+    ``seed`` alone."""
+    if n is None or n >= len(split):
+        return split
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise SettingError(f"n: {n!r} samples; allowed: a positive integer, or None for the whole split")
+    g, k = torch.Generator().manual_seed(seed), int(split.y.max()) + 1
+    per = [torch.nonzero(split.y == c).flatten() for c in range(k)]                 # K x (n_c,)
+    short = [c for c, p in enumerate(per) if len(p) < n // k]
+    if short:
+        raise SettingError(f"n: {n} samples means {n // k} per class, but class(es) {short} of this {split.name} "
+                           f"split have fewer ({min(len(per[c]) for c in short)}); lower n")
+    idx = torch.cat([p[torch.randperm(len(p), generator=g)[: n // k]] for p in per]).sort().values
+    return Dataset(split.name, split.x[idx], split.y[idx], split.classes, split.source)
 
 
 def tensor_hash(*tensors) -> str:

@@ -135,3 +135,28 @@ def test_dataclasses_replace_with_new_tensors_takes_a_new_fingerprint(monkeypatc
     calls = []
     monkeypatch.setattr(data, "tensor_hash", lambda *t: calls.append(1) or "x")
     assert a.with_parts(*parts).fingerprint == a.fingerprint and not calls
+
+
+def test_balanced_subset_takes_n_over_k_of_each_class_in_order():
+    ds = data.standin("mnist", 1000, seed=0)                        # 100 of each class, shuffled
+    sub = data.balanced_subset(ds, 300, seed=3)
+    assert torch.bincount(sub.y, minlength=10).tolist() == [30] * 10
+    # every kept sample is one of the split's own rows, and they keep the split's order
+    rows = [int(torch.nonzero((ds.x == sub.x[i]).flatten(1).all(1)).item()) for i in range(len(sub))]
+    assert rows == sorted(rows) and len(set(rows)) == 300
+    assert torch.equal(ds.y[rows], sub.y) and sub.source == ds.source and sub.classes == ds.classes
+    # the draw depends on the seed alone
+    assert torch.equal(data.balanced_subset(ds, 300, seed=3).x, sub.x)
+    assert not torch.equal(data.balanced_subset(ds, 300, seed=4).x, sub.x)
+    assert data.balanced_subset(ds, None) is ds and data.balanced_subset(ds, 5000) is ds
+
+
+def test_balanced_subset_refuses_what_a_class_cannot_give():
+    ds = data.standin("mnist", 1000, seed=0)
+    keep = torch.cat([torch.nonzero(ds.y != 7).flatten(), torch.nonzero(ds.y == 7).flatten()[:10]])
+    short = data.Dataset(ds.name, ds.x[keep], ds.y[keep], ds.classes, ds.source)   # class 7 has 10 samples
+    with pytest.raises(ValueError, match=r"20 per class, but class\(es\) \[7\].*fewer \(10\)"):
+        data.balanced_subset(short, 200)
+    for bad in (0, -5, 2.5, True):
+        with pytest.raises(ValueError, match="n: .*positive integer"):
+            data.balanced_subset(ds, bad)
