@@ -45,8 +45,8 @@ from torch import Tensor
 
 from .checks import SettingError, describe, flag
 
-__all__ = ["Dataset", "DataError", "load", "standin", "balanced_subset", "tensor_hash", "default_root", "BUNDLED_DIR", "DATASETS",
-           "SPLIT_SIZES", "FederatedData", "make_federated"]
+__all__ = ["Dataset", "DataError", "load", "standin", "balanced_subset", "tensor_hash", "default_root", "BUNDLED_DIR",
+           "DATASETS", "SPLIT_SIZES", "FederatedData", "make_federated"]
 
 REPO_DATA = Path(__file__).resolve().parent.parent / "data"
 BUNDLED_DIR = REPO_DATA / "bundled"

@@ -1,5 +1,4 @@
 """scripts/gma_fig3a_rate.py: its rows against the engine's own history, on a tiny FedCMNIST, with one rate that overflows."""
-import dataclasses
 
 import pytest
 
