@@ -284,10 +284,16 @@ def print_summary(results: dict[str, Path]) -> None:
 
 
 # ---- pages to read without running ---------------------------------------------------------------
-def write_html(executed: Path) -> Path:
+def write_html(executed: Path) -> Path | None:
     """The executed notebook as a standalone HTML page beside it (nbconvert's lab template; figures
-    are embedded PNG images)."""
-    from nbconvert import HTMLExporter
+    are embedded PNG images). None, with a note, where nbconvert is not installed (a bare GPU box with
+    papermill alone): the page is a convenience, and the run's results are already written."""
+    try:
+        from nbconvert import HTMLExporter
+    except ImportError:
+        print(f"[fltutor] no HTML page for {executed.name}: nbconvert is not installed (pip install nbconvert); "
+              "the executed notebook is beside it", file=sys.stderr, flush=True)
+        return None
 
     body, _ = HTMLExporter(template_name="lab").from_filename(str(executed))
     page = executed.with_suffix(".html")
@@ -390,8 +396,8 @@ def cmd_run(args) -> int:
             pm.execute_notebook(str(nb), str(nb_out / nb.name), parameters={**params, "out_dir": str(nb_out)},
                                 kernel_name="python3", cwd=str(NOTEBOOKS), progress_bar=args.progress)
         finally:   # a notebook that failed still gets its page: the error is where it stopped
-            if (nb_out / nb.name).exists():
-                pages[nb.stem] = write_html(nb_out / nb.name)
+            if (nb_out / nb.name).exists() and (page := write_html(nb_out / nb.name)):
+                pages[nb.stem] = page
         print(f"[fltutor] {nb.name} done in {time.time() - t:.0f}s", flush=True)
         results[nb.stem] = nb_out / "results.json"
     index = write_index(out, pages, results)

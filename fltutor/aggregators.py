@@ -93,22 +93,22 @@ def waffle_weights(updates, target: int, round: int, total_rounds: int, *,
     if not (isinstance(total_rounds, int) and total_rounds >= 1) or not (0 <= round <= total_rounds):
         raise ValueError(f"waffle_weights: need 0 <= round <= total_rounds with total_rounds >= 1, got "
                          f"round={round!r}, total_rounds={total_rounds!r}; rounds count from 1 as in Alg. 2")
-    alpha = torch.zeros(n, dtype=torch.float64)
+    alpha = torch.zeros(n, dtype=torch.float64, device=u.device)   # every branch: float64 on the updates' device
     if round >= 0.95 * total_rounds or n == 1:
         alpha[target] = 1.0
         return alpha
     d = (u - u[target]).norm(dim=1)                      # (N,), d[target] = 0
-    others = torch.ones(n, dtype=torch.bool)
+    others = torch.ones(n, dtype=torch.bool, device=u.device)
     others[target] = False
     d_max, d_min = d[others].max(), d[others].min()
     if d_max <= 0:  # every update equals the target's: nothing tells the agents apart
-        return torch.full((n,), 1.0 / n, dtype=torch.float64)
+        return torch.full((n,), 1.0 / n, dtype=torch.float64, device=u.device)
     omega = omega_schedule(round, total_rounds, delta_omega)
     d_star = d_min * (1 - (d_max - d_min) / d_max * (1 - omega))
     d = d.clone()
     d[target] = d_star
     alpha = (omega - (d - d_star) / (d_max - d_star)).clamp(min=0)  # target: omega > 0
-    return alpha / alpha.sum()
+    return (alpha / alpha.sum()).to(torch.float64)       # normalized in the updates' dtype, then widened
 
 
 WE_RULES = ("published", "round_scaled")

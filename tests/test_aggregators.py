@@ -1,3 +1,4 @@
+import math
 import pytest
 import torch
 
@@ -44,3 +45,18 @@ def test_qffl_q0_is_equal_weight_average_of_models():
     clients = {"a": torch.randn(3, 4)}
     out = A.qffl(w, clients, torch.rand(3) + 0.1, lr=0.05, q=0.0)
     torch.testing.assert_close(out["a"], clients["a"].mean(0))
+
+
+def test_waffle_weights_by_hand_and_float64_on_the_updates_device_in_every_branch():
+    # target 0 at the origin; agent 1 at distance 5, agent 2 at distance 1 (Beaussart et al. 2021, Alg. 1)
+    u = {"w": torch.tensor([[0.0, 0.0], [3.0, 4.0], [0.0, 1.0]])}
+    om = 1 / (1 + math.exp(3.2 * (1 / 50 - 1)))            # Psi(1) with R = 100
+    d_star = 1 * (1 - (5 - 1) / 5 * (1 - om))              # the target's stand-in distance
+    raw = [max(om - (d - d_star) / (5 - d_star), 0) for d in (d_star, 5, 1)]
+    general = A.waffle_weights(u, 0, 1, 100)
+    assert general.tolist() == pytest.approx([a / sum(raw) for a in raw], rel=1e-6)
+    last = A.waffle_weights(u, 0, 95, 100)                 # r >= 0.95 R: everything to the target
+    tied = A.waffle_weights({"w": torch.ones(3, 2)}, 1, 1, 100)   # no distances: equal weights
+    assert last.tolist() == [1.0, 0.0, 0.0] and tied.tolist() == pytest.approx([1 / 3] * 3)
+    for a in (general, last, tied):   # one dtype and device whatever the branch (a GPU run mixed them once)
+        assert a.dtype == torch.float64 and a.device == u["w"].device and float(a.sum()) == pytest.approx(1.0)

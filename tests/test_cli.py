@@ -252,3 +252,13 @@ def test_fresh_removes_only_the_cached_cells_and_checkpoints(tmp_path, capsys):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["keep", "notes.txt"]
     assert "--fresh: removing" in capsys.readouterr().out
     assert build_parser()[0].parse_args(["run", "01", "--fresh"]).fresh
+
+
+def test_a_missing_nbconvert_skips_the_html_page_and_says_so(tmp_path, monkeypatch, capsys):
+    # a GPU box with papermill alone ran every notebook to the end, then failed on the page (exit 1)
+    nb = tmp_path / "01_x.ipynb"
+    nb.write_text(json.dumps({"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    monkeypatch.setitem(sys.modules, "nbconvert", None)          # import nbconvert -> ImportError
+    assert cli.write_html(nb) is None
+    assert not nb.with_suffix(".html").exists()
+    assert "nbconvert is not installed" in capsys.readouterr().err

@@ -6,12 +6,14 @@ import time
 import pytest
 import torch
 
-from fltutor import aggregators, federation, partition
+from fltutor import aggregators, federation, methods, partition
 from fltutor.data import FederatedData, make_federated, standin
 from fltutor.engine import client_generator, train_client
 from fltutor.checkpoint import CheckpointError, read_checkpoint
 from fltutor.federation import Federation, grid
 from fltutor.models import make_model
+
+from methods.tiny import METHOD_SETTINGS, tiny_fed  # tests/ is on sys.path (pytest rootdir insertion)
 
 F64 = dict(device="cpu", dtype=torch.float64, progress=False)
 BASE = dict(rounds=2, client_fraction=0.5, local_epochs=1, batch_size=10, lr=0.05, seed=0)
@@ -433,6 +435,20 @@ def test_gpu_cpu_and_cuda_runs_agree(fed, method, extra):
         assert a["clients"] == b["clients"]
         assert a["train_loss"] == pytest.approx(b["train_loss"], rel=1e-7)
         assert a["local_acc"] == pytest.approx(b["local_acc"], abs=1e-6)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason=NO_CUDA)
+@pytest.mark.parametrize("name", methods.names())
+def test_gpu_every_method_runs_on_cuda_as_on_the_cpu(name):
+    # every method's server step on the device (waffle_weighted once mixed cuda and cpu weights there)
+    s = {"rounds": 3, "client_fraction": 0.5, "local_epochs": 1, "batch_size": 8, "lr": 0.05, "seed": 3,
+         **METHOD_SETTINGS.get(name, {})}
+    cpu = Federation("mlp", tiny_fed(), name, device="cpu", dtype=torch.float64, progress=False, **s)
+    gpu = Federation("mlp", tiny_fed(), name, device="cuda", dtype=torch.float64, progress=False, **s)
+    cpu.run(), gpu.run()
+    for k in cpu.global_params:
+        torch.testing.assert_close(gpu.global_params[k].cpu(), cpu.global_params[k], rtol=1e-7, atol=1e-9)
+    assert [h["local_acc"] for h in gpu.history] == pytest.approx([h["local_acc"] for h in cpu.history], abs=1e-6)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason=NO_CUDA)

@@ -7,15 +7,12 @@ import torch
 from fltutor import methods
 from fltutor.federation import Federation
 
-from methods.tiny import tiny_fed  # tests/ is on sys.path (pytest rootdir insertion)
-
-# every registered method with the settings it needs on 8 tiny clients
-SETTINGS = {"weight_erosion": {"client_fraction": 1.0}, "waffle_weighted": {"client_fraction": 1.0}}
+from methods.tiny import METHOD_SETTINGS, tiny_fed  # tests/ is on sys.path (pytest rootdir insertion)
 
 
 def _fed(name, **kw):
     s = {"rounds": 3, "client_fraction": 0.5, "local_epochs": 1, "batch_size": 8, "lr": 0.05, "seed": 3,
-         **SETTINGS.get(name, {}), **kw}
+         **METHOD_SETTINGS.get(name, {}), **kw}
     return Federation("mlp", tiny_fed(), name, device="cpu", dtype=torch.float64, progress=False, **s)
 
 

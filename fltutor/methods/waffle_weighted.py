@@ -85,7 +85,7 @@ class WaffleWeighted(Scaffold):
         a0 = torch.zeros(len(ok), dtype=torch.float64)
         a0[kept.cpu()] = aggregators.waffle_weights({k: v[kept] for k, v in updates.items()},
                                                     int((kept == self.params.target).nonzero()), rnd.round + 1,
-                                                    self.config.rounds, delta_omega=self.params.delta_omega)
+                                                    self.config.rounds, delta_omega=self.params.delta_omega).cpu()
         a0 = a0.to(server["alpha_hist"].device)
         known = [h for h in server["alpha_hist"] if not torch.isnan(h).any()]
         w = torch.stack(known + [a0]).mean(0)                                               # (N,)

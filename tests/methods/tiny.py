@@ -5,6 +5,8 @@ from fltutor import scenarios
 from fltutor.data import make_federated, standin
 
 SIZES = [23, 41, 12, 35, 50, 18, 29, 44]   # unequal client sizes: sample weights and step counts differ
+# what a registered method needs beyond the shared settings to run on tiny_fed (the rest run on defaults)
+METHOD_SETTINGS = {"weight_erosion": {"client_fraction": 1.0}, "waffle_weighted": {"client_fraction": 1.0}}
 
 
 def tiny_fed(sizes=SIZES, seed=0):
