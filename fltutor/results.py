@@ -24,7 +24,8 @@ import numpy as np
 from . import __version__
 from .checkpoint import atomic_write_json
 
-__all__ = ["provenance", "write_table", "merge_rows", "merge_folder", "read_table", "summarize", "paired_difference", "provenance_comments", "RESULTS_DIR",
+__all__ = ["provenance", "write_table", "merge_rows", "merge_folder", "read_table", "summarize", "paired_difference", "provenance_comments", "devices",
+           "RESULTS_DIR",
            "selfcheck_enabled", "folder_from_cli", "table_from_cli",
            "check_notebook_results"]
 
@@ -210,6 +211,14 @@ def paired_difference(rows: Sequence[dict], by: Sequence[str], column: str, firs
                     "n": len(a), "missing": len(seeds) - len(a),
                     "min": float(a.min()) if len(a) else None, "max": float(a.max()) if len(a) else None}
     return out
+
+
+def devices(meta: dict) -> str:
+    """Every device that wrote a table, with how many of its commands ran there: a table grown on a CPU and
+    then a GPU names both, not just the device of the last command."""
+    from collections import Counter
+    n = Counter(str(m.get("device")) for m in meta.get("parts") or [meta])
+    return "; ".join(d if len(n) == 1 else f"{d} ({k} command{'s' * (k > 1)})" for d, k in n.items())
 
 
 def provenance_comments(meta: dict) -> list[str]:

@@ -188,7 +188,7 @@ def main() -> None:
         found = True
         rows, meta = got
         what = {"table1": meta.get("scale"), "stability": "seed 0 unless the table says otherwise"}.get(name, meta.get("scale"))
-        print(f"\n{folder}/{name}.csv ({len(rows)} rows; {what}; {meta.get('device')}):\n")
+        print(f"\n{folder}/{name}.csv ({len(rows)} rows; {what}; {results.devices(meta)}):\n")
         print(make(rows).to_markdown(index=False, disable_numparse=True))
     if not found:
         raise SystemExit(f"no tables in {folder} yet: run configs/04_paper.yaml or configs/04_stability.yaml")

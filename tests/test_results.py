@@ -203,6 +203,14 @@ def test_provenance_comments_name_every_command_of_a_merged_table(tmp_path):
     assert results.provenance_comments({"command": "x"})[0].startswith("<!-- x |")   # a table without parts
 
 
+def test_devices_names_each_device_with_its_command_count():
+    cpu, gpu = {"device": "cpu: x86_64 x2 (Linux)"}, {"device": "cuda: NVIDIA H100 80GB HBM3"}
+    assert results.devices({**cpu, "parts": [cpu, cpu, gpu]}) == \
+        "cpu: x86_64 x2 (Linux) (2 commands); cuda: NVIDIA H100 80GB HBM3 (1 command)"
+    assert results.devices({**gpu, "parts": [gpu, gpu]}) == "cuda: NVIDIA H100 80GB HBM3"   # one device: no counts
+    assert results.devices(cpu) == "cpu: x86_64 x2 (Linux)"                                  # a table without parts
+
+
 def test_code_dirty_ignores_the_results_tables_but_not_the_code(tmp_path):
     import subprocess
 
