@@ -201,3 +201,16 @@ def test_notebook_04_refuses_clipping_for_methods_that_cannot_clip_before_traini
     text = proc.stdout + proc.stderr
     assert proc.returncode != 0 and "grad_clip_norm=5.0: ['apfl'] train with their own local step rule" in text, text[-3000:]
     assert not (tmp_path / "root").exists(), "it trained something before refusing"
+
+
+def test_notebook_02_refuses_a_bad_pfedme_rate_before_training(tmp_path):
+    """pFedMe's personal rate is a notebook parameter (FMNIST's CNN needs one below Dinh et al.'s 0.1): a rate
+    of 0 is refused, named, in the derived-settings cell, before any data loads or any method trains."""
+    env = {**os.environ, "FLTUTOR_DATA": "bundled",
+           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "-m", "fltutor", "run", "02", "-p", "pfedme_lr", "0",
+                           "--out", str(tmp_path / "out"), "-p", "run_root", str(tmp_path / "root"), "--no-progress"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    text = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "pfedme_lr" in text and "Dinh et al. use 0.1" in text, text[-3000:]
+    assert not (tmp_path / "root").exists(), "it trained something before refusing"
