@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Full-protocol runs on a short GPU lease: several `python -m fltutor run` commands at once on one GPU.
+#
+# The engine batches the seeds of one table cell into one sweep, but a LeNet sweep leaves an H100 mostly
+# waiting on kernel launches; running four or five commands side by side keeps it busy (one 15-minute lease
+# ran 16 table cells this way: README, notebook 04's Table 1). Each command writes its own results folder,
+# so nothing races on results/; bring them home with `python -m fltutor merge`.
+#
+#   scripts/gpu_lease.sh prepare                  # here, once: what a bare box lacks, in ignored folders
+#   scripts/gpu_lease.sh run BUDGET_S JOBS_FILE   # there: every stream of JOBS_FILE until BUDGET_S seconds
+#
+# prepare writes .whl/ (papermill and ipykernel wheels for Python 3.12, for a box with torch but no
+# Jupyter), .gitshallow/ (a blobless copy of HEAD, so provenance records the commit there) and
+# data/{MNIST,FashionMNIST}/raw/*.xz (from $FLTUTOR_DATA, compressed to fit a 64 MiB upload); add the
+# three to .git/info/exclude and carry them. JOBS_FILE has one job per line, `STREAM NAME ARGS...`, where
+# ARGS are `fltutor run` arguments (shell quoting); the jobs of a stream run in order, the streams at
+# once. Each job gets `-p results_dir /tmp/res/STREAM/<paper>` only if ARGS name one (give it), and its
+# own --out. After every job /tmp/res and the logs are packed into $OUT/results.tgz, so a lease that ends
+# mid-run still returns what finished. Example line:
+#   s1 A-fedavg -f configs/04_paper.yaml -p distributions '["A"]' -p seeds '[2, 3, 4]' -p methods '["fedavg"]' -p results_dir /tmp/res/s1/waffle_weighted
+set -u
+here=$(cd "$(dirname "$0")/.." && pwd)
+
+prepare() {
+    cd "$here" || exit 1
+    mkdir -p .whl && python3 -m pip download -q --only-binary=:all: --python-version 3.12 --implementation cp \
+        --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+        -d .whl papermill ipykernel || exit 1
+    rm -f .whl/debugpy-*.whl   # 5 MB that ipykernel only imports when a debugger attaches
+    rm -rf .gitshallow /tmp/gitshallow.$$
+    git -c protocol.file.allow=always -c uploadpack.allowFilter=true clone -q --depth 1 --filter=blob:none \
+        --no-checkout "file://$here" /tmp/gitshallow.$$ && git -C /tmp/gitshallow.$$ read-tree HEAD &&
+        git -C /tmp/gitshallow.$$ remote remove origin && mv /tmp/gitshallow.$$/.git .gitshallow || exit 1
+    for d in MNIST FashionMNIST; do
+        [ -d "${FLTUTOR_DATA:-/nonexistent}/$d/raw" ] || continue
+        mkdir -p "data/$d/raw"
+        for f in "$FLTUTOR_DATA/$d/raw"/*-ubyte; do xz -T2 -9 -c "$f" > "data/$d/raw/$(basename "$f").xz"; done
+    done
+    du -shc .whl .gitshallow data/*/raw 2>/dev/null | tail -1
+}
+
+run() {
+    local budget=$1 jobs=$2
+    T0=$(date +%s); DEADLINE=$((T0 + budget)); OUT=${OUT:-/tmp/out}
+    cd "$here" || exit 1
+    export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} MPLBACKEND=Agg FLTUTOR_DATA=${FLTUTOR_DATA:-$here/data}
+    mkdir -p "$OUT" /tmp/res /tmp/logs
+    if ls .whl/*.whl > /dev/null 2>&1 && ! python3 -c "import papermill, ipykernel" 2> /dev/null; then
+        python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 9
+        export PYTHONPATH=/tmp/site:$here${PYTHONPATH:+:$PYTHONPATH}
+    fi
+    [ -d .gitshallow ] && [ ! -e .git ] && mv .gitshallow .git
+    python3 - <<'EOF'
+import glob, lzma, os
+for f in glob.glob("data/*/raw/*.xz"):
+    if not os.path.exists(f[:-3]):
+        with lzma.open(f) as i, open(f[:-3] + ".tmp", "wb") as o:
+            o.write(i.read())
+        os.replace(f[:-3] + ".tmp", f[:-3])
+EOF
+    python3 -c "import papermill, ipykernel, torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available())" || exit 8
+    echo "commit $(git rev-parse HEAD 2>&1 | head -1); setup $(( $(date +%s) - T0 )) s"
+    local streams
+    streams=$(awk 'NF && $1 !~ /^#/ {print $1}' "$jobs" | awk '!seen[$0]++')
+    for s in $streams; do stream "$s" "$jobs" & done
+    wait
+    pack
+    echo "total $(( $(date +%s) - T0 )) s"
+}
+
+pack() {   # one file back, replaced atomically, so a lease cut off mid-copy still returns the last whole one
+    (flock 9; tar czf "$OUT/.results.tgz" -C /tmp res logs 2> /dev/null; mv "$OUT/.results.tgz" "$OUT/results.tgz") 9> /tmp/pack.lock
+}
+
+stream() {
+    local s=$1 file=$2 line first name args left t rc
+    while IFS= read -r line; do
+        read -r first name args <<< "$line"
+        [ "$first" = "$s" ] && [ -n "$name" ] || continue
+        left=$((DEADLINE - $(date +%s)))
+        if [ $left -lt 30 ]; then echo "[$s] skip $name (${left} s left)"; continue; fi
+        t=$(date +%s)
+        eval "timeout -k 5 $left python3 -m fltutor run $args --out /tmp/nb/$s-$name --no-progress" \
+            > "/tmp/logs/$s-$name.log" 2>&1
+        rc=$?
+        echo "[$s] $name rc=$rc $(( $(date +%s) - t )) s (at +$(( $(date +%s) - T0 )) s)"
+        pack
+    done < "$file"
+}
+
+case "${1:-}" in
+    prepare) prepare ;;
+    run) [ $# -eq 3 ] || { echo "usage: $0 run BUDGET_S JOBS_FILE" >&2; exit 2; }; run "$2" "$3" ;;
+    *) echo "usage: $0 prepare | run BUDGET_S JOBS_FILE" >&2; exit 2 ;;
+esac
