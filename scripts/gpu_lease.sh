@@ -12,7 +12,8 @@
 # prepare writes .whl/ (papermill and ipykernel wheels for Python 3.12, for a box with torch but no
 # Jupyter), .gitshallow/ (a blobless copy of HEAD, so provenance records the commit there) and
 # data/{MNIST,FashionMNIST}/raw/*.xz (from $FLTUTOR_DATA, compressed to fit a 64 MiB upload); add the
-# three to .git/info/exclude and carry them. JOBS_FILE has one job per line, `STREAM NAME ARGS...`, where
+# three to .git/info/exclude and carry them. Run it after the last commit before the lease: the box's
+# tables record that commit, and code changed since would be recorded as the commit's. JOBS_FILE has one job per line, `STREAM NAME ARGS...`, where
 # ARGS are `fltutor run` arguments (shell quoting); the jobs of a stream run in order, the streams at
 # once. Each job gets `-p results_dir /tmp/res/STREAM/<paper>` only if ARGS name one (give it), and its
 # own --out. After every job /tmp/res and the logs are packed into $OUT/results.tgz, so a lease that ends
@@ -28,9 +29,11 @@ prepare() {
         -d .whl papermill ipykernel || exit 1
     rm -f .whl/debugpy-*.whl   # 5 MB that ipykernel only imports when a debugger attaches
     rm -rf .gitshallow /tmp/gitshallow.$$
-    git -c protocol.file.allow=always -c uploadpack.allowFilter=true clone -q --depth 1 --filter=blob:none \
-        --no-checkout "file://$here" /tmp/gitshallow.$$ && git -C /tmp/gitshallow.$$ read-tree HEAD &&
-        git -C /tmp/gitshallow.$$ remote remove origin && mv /tmp/gitshallow.$$/.git .gitshallow || exit 1
+    git config uploadpack.allowFilter true   # the clone's server side is this checkout: let it filter blobs out
+    git -c protocol.file.allow=always clone -q --depth 1 --filter=blob:none --no-checkout "file://$here" \
+        /tmp/gitshallow.$$ && git -C /tmp/gitshallow.$$ read-tree HEAD &&
+        git -C /tmp/gitshallow.$$ remote remove origin && mv /tmp/gitshallow.$$/.git .gitshallow
+    local ok=$?; git config --unset uploadpack.allowFilter; [ $ok -eq 0 ] || exit 1
     for d in MNIST FashionMNIST; do
         [ -d "${FLTUTOR_DATA:-/nonexistent}/$d/raw" ] || continue
         mkdir -p "data/$d/raw"
