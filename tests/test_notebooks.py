@@ -179,38 +179,34 @@ def test_the_page_check_sees_a_traceback_and_a_figure_left_as_text(tmp_path):
     assert problems == ["a cell shows a traceback", "a figure is text, not an image"]
 
 
-def test_notebook_03_refuses_a_run_with_nothing_in_it_before_training(tmp_path):
-    """settings=[] with grid_seeds=[] would skip every table and fail late: the derived-settings cell says so first."""
+def _refused_before_training(tmp_path, notebook: str, *params: str) -> str:
+    """Run ``notebook`` on the bundled data with ``params`` (-p NAME VALUE ...); assert that it failed and that
+    no run folder exists (nothing trained first); return what it printed."""
     env = {**os.environ, "FLTUTOR_DATA": "bundled",
            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.run([sys.executable, "-m", "fltutor", "run", "03", "-p", "settings", "[]", "-p", "grid_seeds", "[]",
-                           "--out", str(tmp_path / "out"), "-p", "run_root", str(tmp_path / "root"), "--no-progress"],
+    proc = subprocess.run([sys.executable, "-m", "fltutor", "run", notebook, *params, "--out", str(tmp_path / "out"),
+                           "-p", "run_root", str(tmp_path / "root"), "--no-progress"],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     text = proc.stdout + proc.stderr
-    assert proc.returncode != 0 and "settings=[] and grid_seeds=[]: nothing to run" in text, text[-3000:]
+    assert proc.returncode != 0, text[-3000:]
     assert not (tmp_path / "root").exists(), "it trained something before refusing"
+    return text
+
+
+def test_notebook_03_refuses_a_run_with_nothing_in_it_before_training(tmp_path):
+    """settings=[] with grid_seeds=[] would skip every table and fail late: the derived-settings cell says so first."""
+    text = _refused_before_training(tmp_path, "03", "-p", "settings", "[]", "-p", "grid_seeds", "[]")
+    assert "settings=[] and grid_seeds=[]: nothing to run" in text, text[-3000:]
 
 
 def test_notebook_04_refuses_clipping_for_methods_that_cannot_clip_before_training(tmp_path):
     """grad_clip_norm with APFL in methods would train four methods and then fail on APFL: it is refused first."""
-    env = {**os.environ, "FLTUTOR_DATA": "bundled",
-           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.run([sys.executable, "-m", "fltutor", "run", "04", "-p", "grad_clip_norm", "5",
-                           "--out", str(tmp_path / "out"), "-p", "run_root", str(tmp_path / "root"), "--no-progress"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
-    text = proc.stdout + proc.stderr
-    assert proc.returncode != 0 and "grad_clip_norm=5.0: ['apfl'] train with their own local step rule" in text, text[-3000:]
-    assert not (tmp_path / "root").exists(), "it trained something before refusing"
+    text = _refused_before_training(tmp_path, "04", "-p", "grad_clip_norm", "5")
+    assert "grad_clip_norm=5.0: ['apfl'] train with their own local step rule" in text, text[-3000:]
 
 
 def test_notebook_02_refuses_a_bad_pfedme_rate_before_training(tmp_path):
     """pFedMe's personal rate is a notebook parameter (FMNIST's CNN needs one below Dinh et al.'s 0.1): a rate
     of 0 is refused, named, in the derived-settings cell, before any data loads or any method trains."""
-    env = {**os.environ, "FLTUTOR_DATA": "bundled",
-           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.run([sys.executable, "-m", "fltutor", "run", "02", "-p", "pfedme_lr", "0",
-                           "--out", str(tmp_path / "out"), "-p", "run_root", str(tmp_path / "root"), "--no-progress"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
-    text = proc.stdout + proc.stderr
-    assert proc.returncode != 0 and "pfedme_lr" in text and "Dinh et al. use 0.1" in text, text[-3000:]
-    assert not (tmp_path / "root").exists(), "it trained something before refusing"
+    text = _refused_before_training(tmp_path, "02", "-p", "pfedme_lr", "0")
+    assert "pfedme_lr" in text and "Dinh et al. use 0.1" in text, text[-3000:]
