@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Full-protocol runs on a short GPU lease: several `python -m fltutor run` commands at once on one GPU.
 #
-# The engine batches the seeds of one table cell into one sweep, but a LeNet sweep leaves an H100 mostly
-# waiting on kernel launches; running four or five commands side by side keeps it busy (one 15-minute lease
-# ran 16 table cells this way: README, notebook 04's Table 1). Each command writes its own results folder,
+# The engine batches the seeds of one table cell into one sweep; running four or five such commands side by
+# side kept an H100 95-98 % busy (nvidia-smi, 2026-11-26; one command alone was not measured), and one
+# 15-minute lease ran 16 table cells this way (README, notebook 04's Table 1). Each command writes its own results folder,
 # so nothing races on results/; bring them home with `python -m fltutor merge`.
 #
 #   scripts/gpu_lease.sh prepare                  # here, once: what a bare box lacks, in ignored folders
