@@ -11,8 +11,9 @@
 #
 # prepare writes .whl/ (papermill and ipykernel wheels for Python 3.12, for a box with torch but no
 # Jupyter), .gitshallow/ (a blobless copy of HEAD, so provenance records the commit there) and
-# data/{MNIST,FashionMNIST}/raw/*.xz (from $FLTUTOR_DATA, compressed to fit a 64 MiB upload); add the
-# three to .git/info/exclude and carry them. Run it after the last commit before the lease: the box's
+# .gpudata/{MNIST,FashionMNIST}/raw/*.xz (from $FLTUTOR_DATA, compressed to fit a 64 MiB upload; not
+# under data/, where full-size folders would hide the bundled subset from this checkout's quick runs).
+# All three are in .gitignore: carry them (the device tool's carry: .whl, .gitshallow, .gpudata). Run it after the last commit before the lease: the box's
 # tables record that commit, and code changed since would be recorded as the commit's. JOBS_FILE has one job per line, `STREAM NAME ARGS...`, where
 # ARGS are `fltutor run` arguments (shell quoting); the jobs of a stream run in order, the streams at
 # once. Each job gets `-p results_dir /tmp/res/STREAM/<paper>` only if ARGS name one (give it), and its
@@ -36,17 +37,17 @@ prepare() {
     local ok=$?; git config --unset uploadpack.allowFilter; [ $ok -eq 0 ] || exit 1
     for d in MNIST FashionMNIST; do
         [ -d "${FLTUTOR_DATA:-/nonexistent}/$d/raw" ] || continue
-        mkdir -p "data/$d/raw"
-        for f in "$FLTUTOR_DATA/$d/raw"/*-ubyte; do xz -T2 -9 -c "$f" > "data/$d/raw/$(basename "$f").xz"; done
+        mkdir -p ".gpudata/$d/raw"
+        for f in "$FLTUTOR_DATA/$d/raw"/*-ubyte; do xz -T2 -9 -c "$f" > ".gpudata/$d/raw/$(basename "$f").xz"; done
     done
-    du -shc .whl .gitshallow data/*/raw 2>/dev/null | tail -1
+    du -shc .whl .gitshallow .gpudata 2>/dev/null | tail -1
 }
 
 run() {
     local budget=$1 jobs=$2
     T0=$(date +%s); DEADLINE=$((T0 + budget)); OUT=${OUT:-/tmp/out}
     cd "$here" || exit 1
-    export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} MPLBACKEND=Agg FLTUTOR_DATA=${FLTUTOR_DATA:-$here/data}
+    export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} MPLBACKEND=Agg FLTUTOR_DATA=${FLTUTOR_DATA:-$here/.gpudata}
     mkdir -p "$OUT" /tmp/res /tmp/logs
     if ls .whl/*.whl > /dev/null 2>&1 && ! python3 -c "import papermill, ipykernel" 2> /dev/null; then
         python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 9
@@ -55,7 +56,7 @@ run() {
     [ -d .gitshallow ] && [ ! -e .git ] && mv .gitshallow .git
     python3 - <<'EOF'
 import glob, lzma, os
-for f in glob.glob("data/*/raw/*.xz"):
+for f in glob.glob(".gpudata/*/raw/*.xz"):
     if not os.path.exists(f[:-3]):
         with lzma.open(f) as i, open(f[:-3] + ".tmp", "wb") as o:
             o.write(i.read())
