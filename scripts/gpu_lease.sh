@@ -9,8 +9,8 @@
 #   scripts/gpu_lease.sh prepare                  # here, once: what a bare box lacks, in ignored folders
 #   scripts/gpu_lease.sh run BUDGET_S JOBS_FILE   # there: every stream of JOBS_FILE until BUDGET_S seconds
 #
-# prepare writes .whl/ (papermill and ipykernel wheels for Python 3.12, for a box with torch but no
-# Jupyter), .gitshallow/ (a blobless copy of HEAD, so provenance records the commit there) and
+# prepare writes .whl/ (papermill, ipykernel and pytest wheels for Python 3.12, for a box with torch but
+# no Jupyter), .gitshallow/ (a blobless copy of HEAD, so provenance records the commit there) and
 # .gpudata/{MNIST,FashionMNIST}/raw/*.xz (from $FLTUTOR_DATA, compressed to fit a 64 MiB upload; not
 # under data/, where full-size folders would hide the bundled subset from this checkout's quick runs).
 # All three are in .gitignore: carry them (the device tool's carry: .whl, .gitshallow, .gpudata). Run it after the last commit before the lease: the box's
@@ -18,7 +18,8 @@
 # ARGS are `fltutor run` arguments (shell quoting); the jobs of a stream run in order, the streams at
 # once. Each job gets `-p results_dir /tmp/res/STREAM/<paper>` only if ARGS name one (give it), and its
 # own --out. After every job /tmp/res and the logs are packed into $OUT/results.tgz, so a lease that ends
-# mid-run still returns what finished. Example line:
+# mid-run still returns what finished. Beside the streams, run starts the GPU-only tests (those pytest skips
+# without CUDA) and writes their report to $OUT/gpu_tests.txt; GPU_TESTS=0 leaves them out. Example line:
 #   s1 A-fedavg -f configs/04_paper.yaml -p distributions '["A"]' -p seeds '[2, 3, 4]' -p methods '["fedavg"]' -p results_dir /tmp/res/s1/waffle_weighted
 set -u
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -27,7 +28,7 @@ prepare() {
     cd "$here" || exit 1
     mkdir -p .whl && python3 -m pip download -q --only-binary=:all: --python-version 3.12 --implementation cp \
         --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-        -d .whl papermill ipykernel || exit 1
+        -d .whl papermill ipykernel pytest || exit 1
     rm -f .whl/debugpy-*.whl   # 5 MB that ipykernel only imports when a debugger attaches
     rm -rf .gitshallow /tmp/gitshallow.$$
     git config uploadpack.allowFilter true   # the clone's server side is this checkout: let it filter blobs out
@@ -64,6 +65,10 @@ for f in glob.glob(".gpudata/*/raw/*.xz"):
 EOF
     python3 -c "import papermill, ipykernel, torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available())" || exit 8
     echo "commit $(git rev-parse HEAD 2>&1 | head -1); setup $(( $(date +%s) - T0 )) s"
+    if [ "${GPU_TESTS:-1}" = 1 ] && python3 -c "import pytest" 2> /dev/null; then   # the tests that skip without CUDA
+        (timeout 300 python3 -m pytest -q -o addopts=-ra -p no:cacheprovider tests/test_federation.py tests/test_engine.py \
+            -k "gpu or cuda" > "$OUT/gpu_tests.txt" 2>&1; echo "gpu tests rc=$? (at +$(( $(date +%s) - T0 )) s)") &
+    fi
     local streams
     streams=$(awk 'NF && $1 !~ /^#/ {print $1}' "$jobs" | awk '!seen[$0]++')
     for s in $streams; do stream "$s" "$jobs" & done
