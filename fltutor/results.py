@@ -255,6 +255,30 @@ def _parts(meta: dict) -> list[dict]:
     return [dict(p) for p in meta.get("parts") or ([{k: v for k, v in meta.items() if k not in _TABLE_KEYS}] if meta else [])]
 
 
+def scale_label(meta: dict, **settings) -> str:
+    """The scale of one group of rows in a table that several commands wrote ("full scale", "reduced scale",
+    "quick run"): the ``scale`` of the newest command among ``meta``'s parts whose recorded ``settings``
+    hold every value given (e.g. ``grid_rounds=100``), up to its colon. A 15-round CPU grid and a 100-round
+    GPU grid in one table so each keep their own label. 'scale unrecorded' when no command matches, never
+    another group's label."""
+    match = [p for p in _parts(meta) if all((p.get("settings") or {}).get(k) == v for k, v in settings.items())]
+    if not match:
+        return "scale unrecorded"
+    newest = max(match, key=lambda p: str(p.get("date") or ""))
+    return str(newest.get("scale") or "full scale").split(":")[0]
+
+
+def summarize_by_scale(rows: Sequence[dict], meta: dict, by: Sequence[str], metric: str, *,
+                       rounds_setting: str = "rounds") -> list[tuple[dict, dict, str]]:
+    """``summarize`` over ``by`` and the rows' ``rounds``, each group with the scale label (``scale_label``) of
+    the command whose settings[``rounds_setting``] made it: a table holding one grid at the paper's rounds and
+    a CPU-sized one at fewer never pools their seeds under one label. [(group as a dict, its stats, label)]."""
+    keys = [*by, "rounds"]
+    return [(k, st, scale_label(meta, **{rounds_setting: k["rounds"]}))
+            for key, st in sorted(summarize(rows, keys, metric).items(), key=lambda kv: str(kv[0]))
+            for k in [dict(zip(keys, key))]]
+
+
 def merge_folder(src, dst, *, replace: bool = False, dry_run: bool = False, tables=None) -> list[dict]:
     """Merge every table of the results folder ``src`` into ``dst`` and say what changed, one dict per table.
 

@@ -9,8 +9,9 @@ rest. Tables 2-3: one row per (setting, algorithm, learning-rate pair): the same
 seed by seed (its own mean ± sd) beside the paper's lead. The mask probe (scripts/gma_mask_probe.py): one
 row per (setting, trajectory): the per-round statistics averaged over the rounds, then the summed steps'
 ratio and cosine at the last round, each as mean ± sd over seeds. Each table's first line says how it was
-made and at what scale (a table merged from several commands names each). server_rate.csv
-(scripts/gma_server_rate.py) is printed as Tables 2-3 are.
+made and at what scale (a table merged from several commands names each); Table 10's rows at other rounds
+(a CPU's 15-round grid beside the paper's 100) are a grid of their own, labelled with their command's scale.
+server_rate.csv (scripts/gma_server_rate.py) is printed as Tables 2-3 are.
 """
 from __future__ import annotations
 
@@ -44,11 +45,16 @@ def momentum_of(r: dict) -> float:
 
 def print_table10(rows: list[dict], meta: dict) -> None:
     print(*results.provenance_comments(meta), sep="\n")
-    grids = sorted({momentum_of(r) for r in rows}, reverse=True)
-    for m in grids:   # one grid per client momentum: the paper's 0.9 first
+    # one grid per (client momentum, rounds): the paper's 0.9 first, then the longest runs first, so the
+    # paper's 100-round grid and a CPU's 15-round one merged into one table never pool their seeds
+    grids = sorted({(momentum_of(r), r.get("rounds")) for r in rows}, key=lambda g: (-g[0], -(g[1] or 0)))
+    momenta, rounds = {m for m, _ in grids}, {n for _, n in grids}
+    for m, n in grids:
         if len(grids) > 1:
-            print(f"\nclient momentum {m:g}" + (" (the paper's)" if m == 0.9 else "") + "\n")
-        print_grid([r for r in rows if momentum_of(r) == m])
+            head = [f"client momentum {m:g}" + (" (the paper's)" if m == 0.9 else "")] if len(momenta) > 1 else []
+            head += [f"{n} rounds ({results.scale_label(meta, grid_rounds=n)})"] if len(rounds) > 1 else []
+            print("\n" + ", ".join(head) + "\n")
+        print_grid([r for r in rows if (momentum_of(r), r.get("rounds")) == (m, n)])
 
 
 def print_grid(rows: list[dict]) -> None:

@@ -111,6 +111,43 @@ def test_gma_table_script_keeps_a_grid_at_another_client_momentum_apart(tmp_path
         < out.index("client momentum 0\n") < out.index("| 1 | 0.1 | 80.00 | 84.00 | +4.00 |")
 
 
+def _two_grids(folder):
+    """table10 as a 15-round CPU grid, then the paper's 100-round grid merged in: seeds 0-1 in each."""
+    def grid(rounds, vals):
+        return [{"aggregation": agg, "server_lr": 1.0, "lr": 0.01, "momentum": 0.9, "seed": s, "rounds": rounds,
+                 "metric": "best_global_acc", "value": v} for agg, pair in vals.items() for s, v in zip((0, 1), pair)]
+    results.write_table(folder, "table10", grid(15, {"AVG": [40.0, 44.0], "GMA": [41.0, 43.0]}),
+                        results.provenance(command="cpu", scale="reduced scale: 15 rounds",
+                                           settings={"grid_rounds": 15}), merge=True)
+    results.write_table(folder, "table10", grid(100, {"AVG": [80.0, 82.0], "GMA": [85.0, 89.0]}),
+                        results.provenance(command="gpu", scale="full scale", settings={"grid_rounds": 100}), merge=True)
+    return results.read_table(folder, "table10")
+
+
+def test_a_table_with_grids_at_two_scales_keeps_them_apart_each_with_its_own_label(tmp_path):
+    rows, meta = _two_grids(tmp_path)
+    assert len(rows) == 8 and [p["command"] for p in meta["parts"]] == ["cpu", "gpu"]
+    by = ["aggregation", "server_lr", "lr", "momentum"]
+    with pytest.raises(ValueError, match="seed 0 appears twice"):   # what grouping without the rounds did
+        results.summarize(rows, by, "best_global_acc")
+    got = {(k["aggregation"], k["rounds"]): (st["mean"], st["n"], label)
+           for k, st, label in results.summarize_by_scale(rows, meta, by, "best_global_acc", rounds_setting="grid_rounds")}
+    assert got == {("AVG", 15): (42.0, 2, "reduced scale"), ("GMA", 15): (42.0, 2, "reduced scale"),
+                   ("AVG", 100): (81.0, 2, "full scale"), ("GMA", 100): (87.0, 2, "full scale")}
+    # a group no command's settings describe is not given another group's label
+    assert results.scale_label(meta, grid_rounds=50) == "scale unrecorded"
+
+
+def test_gma_table_script_prints_the_papers_grid_and_a_cpu_grid_apart(tmp_path, capsys, monkeypatch):
+    _two_grids(tmp_path)
+    run_script(monkeypatch, "gma_table", tmp_path)
+    out = capsys.readouterr().out
+    # by hand: 100 rounds AVG 81 ± 1.41, GMA 87 ± 2.83, lead +6 > 4.24; 15 rounds 42 ± 2.83 both, lead 0
+    full = out.index("100 rounds (full scale)")
+    assert full < out.index("| 1 | 0.01 | 81.00 ± 1.41 | 87.00 ± 2.83 | +6.00 | yes |") \
+        < out.index("15 rounds (reduced scale)") < out.index("| 1 | 0.01 | 42.00 ± 2.83 | 42.00 ± 1.41 | +0.00 | no |")
+
+
 def test_waffle_ibp_table_script_against_a_table_computed_by_hand(tmp_path, capsys, monkeypatch):
 
     def row(mode, method, seed, metric, value, variant="", minority="0-2-4-6-8"):
