@@ -424,6 +424,12 @@ def merge_pairs(sources, into) -> list[tuple[Path, Path]]:
         if not subs:
             raise CLIError(f"merge: {src} holds no tables (*.csv), neither directly nor in a paper folder")
         pairs += [(d, Path(into) / d.name) for d in subs]
+    from .results import PAPERS
+    for src, dst in pairs:   # a folder named for no paper (a scratch copy: /tmp/x) would start a stray results/x
+        if not dst.is_dir() and dst.name not in PAPERS:
+            raise CLIError(f"merge: {src} would start a new results folder {dst}, but {dst.name!r} names no paper; "
+                           f"the folder's name must be one of {', '.join(PAPERS)} (or a folder {into} already has): "
+                           f"copy the tables into a folder named for their paper and merge that")
     return pairs
 
 

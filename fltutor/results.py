@@ -30,6 +30,7 @@ __all__ = ["provenance", "write_table", "merge_rows", "merge_folder", "read_tabl
            "check_notebook_results"]
 
 RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
+PAPERS = ("gma", "privacy", "waffle_ibp", "waffle_weighted")   # the folders of results/, one per paper or audit
 
 
 def _git(*args: str, cwd=None) -> str | None:

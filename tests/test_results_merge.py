@@ -102,6 +102,14 @@ def test_the_cli_merges_a_whole_results_root_and_names_bad_input(tmp_path, capsy
     with pytest.raises(SystemExit) as e:
         cli(["merge", str(tmp_path / "nowhere"), "--into", str(main.parent)])
     assert e.value.code == 2 and "is not a folder" in capsys.readouterr().err
+    # a scratch folder named for no paper would have started a stray results/<name>: refused, nothing written
+    scratch = tmp_path / "scratch" / "m1"
+    results.write_table(scratch, "t", _rows("mnist", [3], 90.0), {"command": "seed 3", "date": "2026-01-03"})
+    with pytest.raises(SystemExit) as e:
+        cli(["merge", str(scratch), "--into", str(main.parent)])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "'m1' names no paper" in err and "waffle_weighted" in err
+    assert not (main.parent / "m1").exists()
 
 
 def test_merge_of_chosen_tables_leaves_the_others_and_names_an_absent_one(tmp_path, capsys):
