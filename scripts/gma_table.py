@@ -11,7 +11,9 @@ row per (setting, trajectory): the per-round statistics averaged over the rounds
 ratio and cosine at the last round, each as mean ± sd over seeds. Each table's first line says how it was
 made and at what scale (a table merged from several commands names each); Table 10's rows at other rounds
 (a CPU's 15-round grid beside the paper's 100) are a grid of their own, labelled with their command's scale.
-server_rate.csv (scripts/gma_server_rate.py) is printed as Tables 2-3 are.
+server_rate.csv (scripts/gma_server_rate.py) is printed as Tables 2-3 are. table10_curves.csv (every Table 10
+run's test accuracy per round) gives, seed by seed, the best by rounds 15 and 50, the best, the last round's
+accuracy and the first round at 80 % or more: how much of a "best" is an early lead or one peak of a swinging curve.
 """
 from __future__ import annotations
 
@@ -160,10 +162,53 @@ def print_rate_probe(rows: list[dict], meta: dict) -> None:
               f"{fmt(final)} | {f'{len(stops)} of {seeds}, round {min(stops)}' if stops else '–'} |")
 
 
+def curve_stats(curve: dict[int, float], early: int, mid: int, level: float) -> dict:
+    """One run's curve (round -> accuracy): best by round ``early`` and ``mid``, best, last, first round >= ``level``."""
+    rounds = sorted(curve)
+    upto = lambda n: max((curve[t] for t in rounds if t <= n), default=None)
+    return {"early": upto(early), "mid": upto(mid), "best": max(curve.values()), "last": curve[rounds[-1]],
+            "reach": next((t for t in rounds if curve[t] >= level), None), "end": rounds[-1]}
+
+
+def print_table10_curves(rows: list[dict], meta: dict, early: int = 15, mid: int = 50, level: float = 80.0) -> None:
+    """Where each run's best comes from: per (grid, cell, aggregation), seed by seed, the best by round ``early``
+    (the reduced grid's length) and ``mid``, the best over all rounds, the last round's accuracy and the first
+    round at ``level`` % or more ("–": never); then GMA − AVG of each, mean over the seeds both ran. A curve that
+    ends early (the run diverged: no accuracy after that round) shows its last evaluated round as "(round N)"."""
+    print(*results.provenance_comments(meta), sep="\n")
+    curves: dict[tuple, dict[int, float]] = {}
+    for r in rows:
+        if r["metric"] == "global_acc" and r["value"] is not None:
+            key = (momentum_of(r), r["rounds"], r["server_lr"], r["lr"], r["aggregation"], r["seed"])
+            curves.setdefault(key, {})[int(r["round"])] = float(r["value"])
+    stats = {k: curve_stats(c, early, mid, level) for k, c in curves.items()}
+    cells = sorted({k[:4] for k in stats}, key=lambda c: (-c[0], -c[1], c[2], c[3]))
+    print(f"| momentum | rounds | server lr | client lr | aggregation | seeds | best by round {early} | best by round {mid} "
+          f"| best | last round | first round ≥ {level:g} % |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    fmt = lambda vs: " / ".join("–" if v is None else f"{v:.1f}" if isinstance(v, float) else str(v) for v in vs)
+    for c in cells:
+        seeds = {agg: sorted(k[5] for k in stats if k[:5] == (*c, agg)) for agg in ("AVG", "GMA")}
+        for agg in ("AVG", "GMA"):
+            if seeds[agg]:
+                st = [{**x, "last": x["last"] if x["end"] >= c[1] else f"{x['last']:.1f} (round {x['end']})"}
+                      for x in (stats[(*c, agg, s)] for s in seeds[agg])]
+                print(f"| {c[0]:g} | {c[1]} | {c[2]:g} | {c[3]:g} | {agg} | {', '.join(map(str, seeds[agg]))} | "
+                      + " | ".join(fmt([x[m] for x in st]) for m in ("early", "mid", "best", "last", "reach")) + " |")
+        both = [s for s in seeds["AVG"] if s in seeds["GMA"]]
+        if both:
+            pair = lambda m, s: (stats[(*c, "GMA", s)][m], stats[(*c, "AVG", s)][m])
+            d = {m: [g - a for g, a in (pair(m, s) for s in both) if None not in (g, a)] for m in ("early", "mid", "best", "last")}
+            print(f"| {c[0]:g} | {c[1]} | {c[2]:g} | {c[3]:g} | GMA − AVG | {', '.join(map(str, both))} | "
+                  + " | ".join("{:+.2f}".format(sum(v) / len(v)) if v else "—" for v in d.values()) + " | |")
+
+
 # (table, heading, printer), in the order they are printed
 SECTIONS = (("table10", "Table 10", print_table10),
             ("table10_momentum0", "Table 10's grid at client momentum 0 (the paper's is 0.9; python -m fltutor run 03 -f "
                                   "configs/03_table10_reduced.yaml -p momentum 0)", print_table10),
+            ("table10_curves", "Table 10's runs round by round: where each best comes from (the grid's test-accuracy "
+                               "curves, seed by seed)", print_table10_curves),
             ("tables2_3", "Tables 2-3", print_tables2_3),
             ("server_rate", "Table 2's rows at server rates above 1 (scripts/gma_server_rate.py; best of the evaluated "
                             "rounds)", print_tables2_3),

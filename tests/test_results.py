@@ -111,6 +111,26 @@ def test_gma_table_script_keeps_a_grid_at_another_client_momentum_apart(tmp_path
         < out.index("client momentum 0\n") < out.index("| 1 | 0.1 | 80.00 | 84.00 | +4.00 |")
 
 
+def test_gma_table_script_reads_each_best_off_its_curve_by_hand(tmp_path, capsys, monkeypatch):
+    # 100-round curves of one cell, seed 0 each: AVG climbs slowly to 85 at round 60, then swings down to 70;
+    # GMA leads early (81 at round 12) and ends at 83; a second GMA seed diverges after round 30
+    def curve(agg, seed, acc):
+        return [{"aggregation": agg, "server_lr": 2.0, "lr": 0.01, "momentum": 0.9, "seed": seed, "rounds": 100,
+                 "round": t, "metric": "global_acc", "value": acc(t)} for t in range(1, 101 if seed == 0 else 31)]
+    rows = (curve("AVG", 0, lambda t: 85.0 if t == 60 else 70.0 if t == 100 else min(t, 79))
+            + curve("GMA", 0, lambda t: 81.0 if t == 12 else 83.0 if t == 100 else min(t, 78))
+            + curve("GMA", 1, lambda t: float(t)))
+    results.write_table(tmp_path, "table10_curves", rows, results.provenance(command="test", scale="full scale"))
+    run_script(monkeypatch, "gma_table", tmp_path)
+    out = capsys.readouterr().out
+    # AVG: best by 15 is 15 (min(t, 79)), by 50 is 50, best 85 (round 60), last 70, never at 80 before round 60
+    assert "| 0.9 | 100 | 2 | 0.01 | AVG | 0 | 15.0 | 50.0 | 85.0 | 70.0 | 60 |" in out
+    # GMA seed 0: 81 at round 12 (first >= 80); seed 1's curve stops at round 30 (diverged), never reaches 80
+    assert "| 0.9 | 100 | 2 | 0.01 | GMA | 0, 1 | 81.0 / 15.0 | 81.0 / 30.0 | 83.0 / 30.0 | 83.0 / 30.0 (round 30) | 12 / – |" in out
+    # seed by seed over the seed both ran (0): 81 − 15, 81 − 50, 83 − 85, 83 − 70
+    assert "| 0.9 | 100 | 2 | 0.01 | GMA − AVG | 0 | +66.00 | +31.00 | -2.00 | +13.00 | |" in out
+
+
 def _two_grids(folder):
     """table10 as a 15-round CPU grid, then the paper's 100-round grid merged in: seeds 0-1 in each."""
     def grid(rounds, vals):
