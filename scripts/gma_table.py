@@ -201,6 +201,31 @@ def print_table10_curves(rows: list[dict], meta: dict, early: int = 15, mid: int
             d = {m: [g - a for g, a in (pair(m, s) for s in both) if None not in (g, a)] for m in ("early", "mid", "best", "last")}
             print(f"| {c[0]:g} | {c[1]} | {c[2]:g} | {c[3]:g} | GMA − AVG | {', '.join(map(str, both))} | "
                   + " | ".join("{:+.2f}".format(sum(v) / len(v)) if v else "—" for v in d.values()) + " | |")
+    print("", *paper_round_fit(curves), sep="\n")
+
+
+def paper_round_fit(curves: dict[tuple, dict[int, float]]) -> list[str]:
+    """Did the paper stop earlier? For each grid (momentum, rounds), the round R at which the mean over seeds of
+    the best-so-far accuracy is closest (root mean square over the cells the paper has) to the paper's Table 10,
+    with GMA − AVG at that R beside the paper's: one line per grid of full-length curves."""
+    lines = []
+    for m, n in sorted({k[:2] for k in curves}, key=lambda g: (-g[0], -g[1])):
+        cells = sorted({k[2:5] for k in curves if k[:2] == (m, n)})
+        paper = {c: GMA_TABLE10["mean" if c[2] == "AVG" else "gma"].get(c[0]) for c in cells}
+        paper = {c: p[GMA_TABLE10_CLIENT_LRS.index(c[1])] for c, p in paper.items() if p and c[1] in GMA_TABLE10_CLIENT_LRS}
+        if not paper:
+            continue
+        def ours(c, r):
+            runs = [v for k, v in curves.items() if k[:5] == (m, n, *c)]
+            return sum(max((a for t, a in v.items() if t <= r), default=0.0) for v in runs) / len(runs)
+        fit = min(range(1, n + 1), key=lambda r: sum((ours(c, r) - p) ** 2 for c, p in paper.items()))
+        rms = (sum((ours(c, fit) - p) ** 2 for c, p in paper.items()) / len(paper)) ** 0.5
+        leads = [f"server {g:g} / client {l:g}: {ours((g, l, 'GMA'), fit) - ours((g, l, 'AVG'), fit):+.2f} "
+                 f"(paper {paper[g, l, 'GMA'] - paper[g, l, 'AVG']:+.2f})"
+                 for g, l in sorted({c[:2] for c in paper}) if (g, l, "AVG") in paper and (g, l, "GMA") in paper]
+        lines.append(f"momentum {m:g}, {n} rounds: the paper's {len(paper)} values are closest to our best-so-far at round "
+                     f"{fit} (rms {rms:.2f} points); GMA − AVG there: " + "; ".join(leads))
+    return lines
 
 
 # (table, heading, printer), in the order they are printed

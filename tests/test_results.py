@@ -131,6 +131,17 @@ def test_gma_table_script_reads_each_best_off_its_curve_by_hand(tmp_path, capsys
     assert "| 0.9 | 100 | 2 | 0.01 | GMA − AVG | 0 | +66.00 | +31.00 | -2.00 | +13.00 | |" in out
 
 
+def test_gma_table_script_finds_the_round_at_which_our_curves_match_the_papers_cell(tmp_path, capsys, monkeypatch):
+    # AVG's accuracy at round t is t, GMA's t + 4.48: the best so far is R and R + 4.48, so the paper's 82.42 / 86.90
+    # (server 2, client 0.01) are matched best at R = 82 (|82 - 82.42| = 0.42 for both), where GMA leads by 4.48
+    rows = [{"aggregation": agg, "server_lr": 2.0, "lr": 0.01, "momentum": 0.9, "seed": 0, "rounds": 100, "round": t,
+             "metric": "global_acc", "value": t + shift} for agg, shift in (("AVG", 0.0), ("GMA", 4.48)) for t in range(1, 101)]
+    results.write_table(tmp_path, "table10_curves", rows, results.provenance(command="test", scale="full scale"))
+    run_script(monkeypatch, "gma_table", tmp_path)
+    assert ("momentum 0.9, 100 rounds: the paper's 2 values are closest to our best-so-far at round 82 (rms 0.42 points); "
+            "GMA − AVG there: server 2 / client 0.01: +4.48 (paper +4.48)") in capsys.readouterr().out
+
+
 def _two_grids(folder):
     """table10 as a 15-round CPU grid, then the paper's 100-round grid merged in: seeds 0-1 in each."""
     def grid(rounds, vals):
