@@ -9,7 +9,7 @@
 #   scripts/gpu_lease.sh prepare                  # here, once: what a bare box lacks, in ignored folders
 #   scripts/gpu_lease.sh run BUDGET_S JOBS_FILE   # there: every stream of JOBS_FILE until BUDGET_S seconds
 #
-# prepare writes .whl/ (papermill, ipykernel and pytest wheels for Python 3.12, for a box with torch but
+# prepare writes .whl/ (papermill, ipykernel, pytest and opacus wheels for Python 3.12, for a box with torch but
 # no Jupyter), .gitshallow/ (a blobless copy of HEAD, so provenance records the commit there) and
 # .gpudata/{MNIST,FashionMNIST}/raw/*.xz (from $FLTUTOR_DATA, compressed to fit a 64 MiB upload; not
 # under data/, where full-size folders would hide the bundled subset from this checkout's quick runs).
@@ -30,6 +30,8 @@ prepare() {
         --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
         -d .whl papermill ipykernel pytest || exit 1
     rm -f .whl/debugpy-*.whl   # 5 MB that ipykernel only imports when a debugger attaches
+    # opacus (dp_fedavg's accountant) without its dependencies: the box's torch, numpy and scipy serve it.
+    python3 -m pip download -q --no-deps --only-binary=:all: -d .whl opacus opt_einsum || exit 1
     rm -rf .gitshallow /tmp/gitshallow.$$
     git config uploadpack.allowFilter true   # the clone's server side is this checkout: let it filter blobs out
     git -c protocol.file.allow=always clone -q --depth 1 --filter=blob:none --no-checkout "file://$here" \
