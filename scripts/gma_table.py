@@ -226,6 +226,15 @@ def paper_round_fit(curves: dict[tuple, dict[int, float]]) -> list[str]:
                  for g, l in sorted({c[:2] for c in paper}) if (g, l, "AVG") in paper and (g, l, "GMA") in paper]
         lines.append(f"momentum {m:g}, {n} rounds: the paper's {len(paper)} values are closest to our best-so-far at round "
                      f"{fit} (rms {rms:.2f} points); GMA − AVG there: " + "; ".join(leads))
+        # one R for every cell can be pulled by a few: say, cell by cell, when our mean best-so-far first reaches the
+        # paper's number ("not by R" when it never does: the paper ran longer, or its runs learn faster)
+        def reach(c):
+            r = next((r for r in range(1, n + 1) if ours(c, r) >= paper[c]), None)
+            return f"round {r}" if r else f"not by {n} ({ours(c, n):.1f} < {paper[c]:.2f})"
+        lines.append("first round at which our mean best-so-far reaches the paper's value, AVG / GMA: " + "; ".join(
+            f"server {g:g} / client {l:g}: " + " / ".join(reach((g, l, a)) if (g, l, a) in paper else "–"
+                                                           for a in ("AVG", "GMA"))
+            for g, l in sorted({c[:2] for c in paper})))
     return lines
 
 

@@ -138,8 +138,18 @@ def test_gma_table_script_finds_the_round_at_which_our_curves_match_the_papers_c
              "metric": "global_acc", "value": t + shift} for agg, shift in (("AVG", 0.0), ("GMA", 4.48)) for t in range(1, 101)]
     results.write_table(tmp_path, "table10_curves", rows, results.provenance(command="test", scale="full scale"))
     run_script(monkeypatch, "gma_table", tmp_path)
+    out = capsys.readouterr().out
     assert ("momentum 0.9, 100 rounds: the paper's 2 values are closest to our best-so-far at round 82 (rms 0.42 points); "
-            "GMA − AVG there: server 2 / client 0.01: +4.48 (paper +4.48)") in capsys.readouterr().out
+            "GMA − AVG there: server 2 / client 0.01: +4.48 (paper +4.48)") in out
+    # cell by cell: AVG's best-so-far R first reaches 82.42 at R = 83; GMA's R + 4.48 passes 86.90 at R = 83 too
+    # (82 + 4.48 = 86.48 falls short)
+    assert ("first round at which our mean best-so-far reaches the paper's value, AVG / GMA: server 2 / client 0.01: "
+            "round 83 / round 83") in out
+    # a curve that stays below the paper's value is said to, with its level at the last round
+    flat = [dict(r, value=50.0) for r in rows]
+    results.write_table(tmp_path, "table10_curves", flat, results.provenance(command="test", scale="full scale"))
+    run_script(monkeypatch, "gma_table", tmp_path)
+    assert "server 2 / client 0.01: not by 100 (50.0 < 82.42) / not by 100 (50.0 < 86.90)" in capsys.readouterr().out
 
 
 def _two_grids(folder):
