@@ -318,7 +318,7 @@ def plot_image_grid(images, row_labels: Sequence[str] | None = None, col_labels:
 def plot_lr_grid(panels: dict, client_lrs: Sequence[float], server_lrs: Sequence[float], *, axes=None,
                  diff_keys: Sequence[str] = (), fmt: str = "{:.1f}", xlabel: str = "client rate $\\eta_l$",
                  ylabel: str = "server rate $\\eta_g$", marks: dict | None = None, diff_limit: float | None = None,
-                 value_limits: tuple[float, float] = (0.0, 100.0)):
+                 value_limits: tuple[float, float] = (0.0, 100.0), notes: dict | None = None):
     """Annotated heatmaps of accuracy over server rate (rows) x client rate (columns), one per panel.
 
     ``panels``: {title: (S, L) array} with NaN for a run that diverged or was not run (drawn as a hatched
@@ -328,6 +328,8 @@ def plot_lr_grid(panels: dict, client_lrs: Sequence[float], server_lrs: Sequence
     ``diff_limit`` fixes the difference panels' scale at ±diff_limit (default: each panel's largest |value|),
     so panels drawn in separate calls read alike. ``value_limits`` is the other panels' scale (default 0-100 %):
     narrow it, say to (90, 100), when every cell is near the top and 0-100 would paint them one colour.
+    ``notes`` {title: (S, L) array of str}: a non-empty string is written in that cell instead of its value,
+    e.g. "diverged" for a cell whose runs blew up, so it reads apart from a cell that was not run ("—").
     """
     n = len(panels)
     if axes is None:
@@ -345,7 +347,9 @@ def plot_lr_grid(panels: dict, client_lrs: Sequence[float], server_lrs: Sequence
                        vmin=-lim if diff else lo, vmax=lim if diff else hi)
         ax.set_facecolor("0.85")
         for (i, j), v in np.ndenumerate(a):
-            text = "—" if not np.isfinite(v) else (("{:+.1f}" if diff else fmt).format(v))
+            note = (notes or {}).get(title)
+            note = "" if note is None else str(np.asarray(note, dtype=object)[i, j] or "")
+            text = note or ("—" if not np.isfinite(v) else (("{:+.1f}" if diff else fmt).format(v)))
             light = diff and np.isfinite(v) and abs(v) > 0.6 * lim or (not diff and np.isfinite(v) and v < lo + 0.55 * (hi - lo))
             ax.text(j, i, text, ha="center", va="center", fontsize=8, color="w" if light else "k")
         ax.set_xticks(range(len(client_lrs)), [f"{v:g}" for v in client_lrs])

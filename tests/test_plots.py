@@ -183,6 +183,18 @@ def test_plot_lr_grid_marks_missing_cells_and_checks_shapes():
     plt.close("all")
 
 
+def test_plot_lr_grid_notes_replace_a_cells_text_and_leave_the_others():
+    import matplotlib.pyplot as plt
+    from fltutor.plots import plot_lr_grid
+    a = np.array([[50.0, np.nan], [np.nan, 90.0]])
+    notes = np.array([["", "diverged"], [None, "4 seeds"]], dtype=object)
+    ax = plot_lr_grid({"AVG": a}, [0.01, 0.1], [1.0, 2.0], notes={"AVG": notes})[0]
+    assert [t.get_text() for t in ax.texts] == ["50.0", "diverged", "—", "4 seeds"]
+    other = plot_lr_grid({"GMA": a}, [0.01, 0.1], [1.0, 2.0], notes={"AVG": notes})[0]   # notes of another panel
+    assert [t.get_text() for t in other.texts] == ["50.0", "—", "—", "90.0"]
+    plt.close("all")
+
+
 def test_plot_lr_grid_diff_limit_fixes_the_difference_scale():
     import matplotlib.pyplot as plt
     from fltutor.plots import plot_lr_grid
