@@ -123,8 +123,31 @@ def parameter_help(nb: Path) -> str:
     w = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(("name", "type", "default"))]
     lines = [f"{nb.stem}: {notebook_title(nb)}", "parameters (set with -p NAME VALUE or a -f config):",
              f"  {'name':{w[0]}}  {'type':{w[1]}}  {'default':{w[2]}}  meaning"]
-    lines += [f"  {n:{w[0]}}  {t:{w[1]}}  {d:{w[2]}}  {h}" for n, t, d, h in rows]
+    more = continued_comments(nb)
+    indent = " " * (w[0] + w[1] + w[2] + 8)
+    for n, t, d, h in rows:
+        lines.append(f"  {n:{w[0]}}  {t:{w[1]}}  {d:{w[2]}}  {h}")
+        lines += [indent + c for c in more.get(n, [])]
     return "\n".join(lines)
+
+
+def continued_comments(nb: Path) -> dict[str, list[str]]:
+    """Comment-only lines that continue a parameter's comment on the lines below it (papermill keeps
+    only the first line's)."""
+    import nbformat
+
+    cell = next((c for c in nbformat.read(nb, 4).cells if "parameters" in c.metadata.get("tags", [])), None)
+    more: dict[str, list[str]] = {}
+    name = None
+    for line in (cell.source.splitlines() if cell is not None else []):
+        m = re.match(r"([A-Za-z_]\w*)\s*[:=]", line)
+        if m:
+            name = m.group(1)
+        elif line.strip().startswith("#") and line[:1].isspace() and name:
+            more.setdefault(name, []).append(line.strip().lstrip("#").strip())
+        else:
+            name = None
+    return more
 
 
 def notebook_for_config(path: str) -> str:

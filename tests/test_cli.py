@@ -97,6 +97,14 @@ def test_papermill_reads_every_parameter_the_cell_assigns(nb):
     assert assigned and set(pm.inspect_notebook(str(nb))) == assigned
 
 
+def test_parameter_help_keeps_a_comment_continued_on_the_next_line():
+    nb = ROOT / "notebooks" / "03_gradient_masked_averaging.ipynb"
+    lines = cli.parameter_help(nb).splitlines()
+    i = next(i for i, l in enumerate(lines) if l.split() and l.split()[0] == "fig3a_lr")
+    assert lines[i + 1].strip().startswith("clients in settings, whose FedAvg runs it reuses")
+    assert lines[i + 2].split()[0] == "tau_sweep"       # the next parameter, nothing else attached
+
+
 def test_unknown_notebook(capsys, no_kernel):
     err = usage_error(capsys, "77")
     assert "notebook '77' matches nothing" in err and "01_fedavg_and_baselines" in err
