@@ -213,6 +213,9 @@ def check_value(stem: str, name: str, value, spec: dict, origin: str):
     hint = ""
     if base == "str" and isinstance(value, (int, float, bool)):
         hint = f" YAML read {value!r} as {type(value).__name__}; quote it to pass text (-p {name} '\"{value}\"')."
+    elif base == "str" and isinstance(value, (dict, list)):
+        kind = "a mapping (': ' starts one)" if isinstance(value, dict) else "a list ('[' or '- ' starts one)"
+        hint = f" YAML read the text as {kind}; put it in double quotes inside the shell's: -p {name} '\"...\"'."
     elif isinstance(value, str) and base in ("int", "float") and _looks_numeric(value):
         hint = " A quoted number is text; write it without quotes."
     raise CLIError(f"{origin}: {stem} parameter {name!r} got {describe(value)}; expected {_expected(base, optional)} "

@@ -154,6 +154,7 @@ def test_a_name_some_notebooks_lack_goes_only_to_the_others():
     ("lr", "null", "got None; expected a finite number"),
     ("verbose", "1", "got 1; expected true or false"),
     ("label", "12", "got 12; expected text"),
+    ("label", "note: more", "YAML read the text as a mapping (': ' starts one); put it in double quotes"),
     ("seeds", "0", "got 0; expected a list"),
     ("extra", "[1]", "got [1] (list); expected a mapping"),
     ("maybe", "abc", "expected a finite number or null"),
