@@ -240,8 +240,8 @@ def paper_round_fit(curves: dict[tuple, dict[int, float]]) -> list[str]:
 
 # (table, heading, printer), in the order they are printed
 SECTIONS = (("table10", "Table 10", print_table10),
-            ("table10_momentum0", "Table 10's grid at client momentum 0 (the paper's is 0.9; python -m fltutor run 03 -f "
-                                  "configs/03_table10_reduced.yaml -p momentum 0)", print_table10),
+            ("table10_momentum0", "Table 10's grid at client momentum 0 (the paper's is 0.9): configs/03_table10_reduced.yaml "
+                                  "or configs/03_table10.yaml with -p momentum 0", print_table10),
             ("table10_curves", "Table 10's runs round by round: where each best comes from (the grid's test-accuracy "
                                "curves, seed by seed)", print_table10_curves),
             ("table10_momentum0_curves", "The client-momentum-0 grid round by round", print_table10_curves),
