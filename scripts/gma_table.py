@@ -170,6 +170,40 @@ def curve_stats(curve: dict[int, float], early: int, mid: int, level: float) -> 
             "reach": next((t for t in rounds if curve[t] >= level), None), "end": rounds[-1]}
 
 
+def steadiness(curve: dict[int, float], after: int) -> dict | None:
+    """How much one run's curve swings after round ``after``: the population sd of its accuracies there and the
+    largest fall from one evaluated round to the next (0 when it never falls). None for a run that stops before
+    (it diverged) or evaluates fewer than two rounds after ``after``."""
+    tail = [curve[t] for t in sorted(curve) if t > after]
+    if len(tail) < 2:
+        return None
+    mean = sum(tail) / len(tail)
+    return {"sd": (sum((a - mean) ** 2 for a in tail) / len(tail)) ** 0.5,
+            "drop": max(0.0, max(a - b for a, b in zip(tail, tail[1:])))}
+
+
+def print_steadiness(curves: dict[tuple, dict[int, float]], after: int) -> None:
+    """Per (grid, cell, aggregation), the mean over seeds of ``steadiness``: a best-of-all-rounds metric rewards a
+    curve that swings, so a steadier aggregation can lose on "best" and win on the last rounds."""
+    st = {k: s for k, c in curves.items() if (s := steadiness(c, after)) is not None and max(c) >= k[1]}
+    cells = sorted({k[:4] for k in st}, key=lambda c: (-c[0], -c[1], c[2], c[3]))
+    if not cells:
+        return
+    print(f"\nHow much each curve swings after round {after}: the sd of its accuracies there (a curve still climbing "
+          f"counts too) and its largest fall from one round to the next; runs that reached their last round, mean over "
+          f"the seeds both aggregations ran:\n")
+    print("| momentum | rounds | server lr | client lr | seeds | AVG sd | GMA sd | AVG largest one-round fall "
+          "| GMA largest one-round fall |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for c in cells:
+        both = sorted(s for (*k, agg, s) in st if tuple(k) == c and agg == "AVG" and (*c, "GMA", s) in st)
+        if not both:
+            continue
+        m = lambda agg, what: sum(st[(*c, agg, s)][what] for s in both) / len(both)
+        print(f"| {c[0]:g} | {c[1]} | {c[2]:g} | {c[3]:g} | {', '.join(map(str, both))} | {m('AVG', 'sd'):.2f} | "
+              f"{m('GMA', 'sd'):.2f} | {m('AVG', 'drop'):.2f} | {m('GMA', 'drop'):.2f} |")
+
+
 def print_table10_curves(rows: list[dict], meta: dict, early: int = 15, mid: int = 50, level: float = 80.0) -> None:
     """Where each run's best comes from: per (grid, cell, aggregation), seed by seed, the best by round ``early``
     (the reduced grid's length) and ``mid``, the best over all rounds, the last round's accuracy and the first
@@ -202,6 +236,7 @@ def print_table10_curves(rows: list[dict], meta: dict, early: int = 15, mid: int
             print(f"| {c[0]:g} | {c[1]} | {c[2]:g} | {c[3]:g} | GMA − AVG | {', '.join(map(str, both))} | "
                   + " | ".join("{:+.2f}".format(sum(v) / len(v)) if v else "—" for v in d.values()) + " | |")
     print("", *paper_round_fit(curves), sep="\n")
+    print_steadiness(curves, mid)
 
 
 def paper_round_fit(curves: dict[tuple, dict[int, float]]) -> list[str]:

@@ -131,6 +131,22 @@ def test_gma_table_script_reads_each_best_off_its_curve_by_hand(tmp_path, capsys
     assert "| 0.9 | 100 | 2 | 0.01 | GMA − AVG | 0 | +66.00 | +31.00 | -2.00 | +13.00 | |" in out
 
 
+def test_gma_table_script_measures_how_much_each_curve_swings_by_hand(tmp_path, capsys, monkeypatch):
+    # after round 50 AVG alternates 80, 84, 80, ... (sd 2, every other round falls by 4); GMA climbs 81.0, 81.1, ...
+    # by 0.1 a round (never falls; sd of 50 equally spaced values, step 0.1: 0.1 * sqrt((50^2 - 1) / 12) = 1.443);
+    # a second AVG seed that stops at round 40 (diverged) has no tail and is left out
+    def curve(agg, seed, acc, last=100):
+        return [{"aggregation": agg, "server_lr": 1.5, "lr": 0.1, "momentum": 0.0, "seed": seed, "rounds": 100,
+                 "round": t, "metric": "global_acc", "value": acc(t)} for t in range(1, last + 1)]
+    rows = (curve("AVG", 0, lambda t: 80.0 if t % 2 else 84.0) + curve("AVG", 1, float, last=40)
+            + curve("GMA", 0, lambda t: 81.0 + 0.1 * (t - 51) if t > 50 else 70.0))
+    results.write_table(tmp_path, "table10_momentum0_curves", rows, results.provenance(command="test", scale="full scale"))
+    run_script(monkeypatch, "gma_table", tmp_path)
+    out = capsys.readouterr().out
+    assert "How much each curve swings after round 50" in out
+    assert "| 0 | 100 | 1.5 | 0.1 | 0 | 2.00 | 1.44 | 4.00 | 0.00 |" in out
+
+
 def test_gma_table_script_finds_the_round_at_which_our_curves_match_the_papers_cell(tmp_path, capsys, monkeypatch):
     # AVG's accuracy at round t is t, GMA's t + 4.48: the best so far is R and R + 4.48, so the paper's 82.42 / 86.90
     # (server 2, client 0.01) are matched best at R = 82 (|82 - 82.42| = 0.42 for both), where GMA leads by 4.48
