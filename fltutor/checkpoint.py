@@ -28,10 +28,15 @@ from pathlib import Path
 import torch
 
 __all__ = ["CheckpointError", "atomic_write_json", "atomic_torch_save", "write_checkpoint", "read_checkpoint",
-           "has_checkpoint", "remove_checkpoint", "clean_stray", "RunLock", "MANIFEST"]
+           "has_checkpoint", "remove_checkpoint", "clean_stray", "RunLock", "MANIFEST", "REUSED"]
 
 MANIFEST = "checkpoint.json"
 FORMAT = 2
+
+# Work this process took over from earlier ones: runs resumed from a checkpoint (and how many of their rounds
+# were already done) and finished table cells reloaded. A results JSON records it beside its wall time, which
+# counts this process only (``fltutor.results.provenance``).
+REUSED = {"resumed_runs": 0, "rounds_resumed": 0, "reloaded_cells": 0}
 
 
 class CheckpointError(RuntimeError):

@@ -36,7 +36,7 @@ from torch import nn, Tensor
 from tqdm.auto import tqdm
 
 from . import __version__, methods
-from .checkpoint import (CheckpointError, RunLock, atomic_torch_save, atomic_write_json, clean_stray,
+from .checkpoint import (REUSED, CheckpointError, RunLock, atomic_torch_save, atomic_write_json, clean_stray,
                          has_checkpoint, read_checkpoint, remove_checkpoint, write_checkpoint)
 from .checks import flag, integer
 from .data import FederatedData
@@ -580,6 +580,8 @@ class Federation:
         for k, v in self.private.items():   # each client's file fills its own slot
             v.copy_(torch.stack([c["private"][k] for c in ck["clients"]], dim=1))
         self.seen = torch.stack([c["seen"] for c in ck["clients"]], dim=1).to(self.device)   # (R, N)
+        REUSED["resumed_runs"] += self.R
+        REUSED["rounds_resumed"] += self.R * self.round
 
     def results(self) -> list[dict]:
         """Each run's results: settings, final accuracies, best and last-10 metrics, history."""
@@ -629,6 +631,7 @@ def sweep(model, data, method: str, runs: Sequence[dict], *, out_root=None, labe
             dirs[i] = _cell_dir(out_root, method, f, model_name, d, label)
             results[i] = None if flag("fresh", fresh) else finished_results(dirs[i], f["rounds"])
     todo = [i for i, r in enumerate(results) if r is None]
+    REUSED["reloaded_cells"] += len(runs) - len(todo)
     if todo:
         out_dir = None
         if out_root is not None:

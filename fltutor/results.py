@@ -22,7 +22,7 @@ from typing import Sequence
 import numpy as np
 
 from . import __version__
-from .checkpoint import atomic_write_json
+from .checkpoint import REUSED, atomic_write_json
 
 __all__ = ["provenance", "write_table", "merge_rows", "merge_folder", "read_table", "summarize", "paired_difference", "provenance_comments", "devices",
            "RESULTS_DIR",
@@ -61,12 +61,19 @@ def device_name(device=None) -> str:
 
 
 def provenance(*, command: str | None = None, wall_s: float | None = None, device=None, **extra) -> dict:
-    """How a table was made: command, version, commit (+ dirty: code_dirty), device, UTC date, wall time, and ``extra``."""
-    return {"command": command if command is not None else " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+    """How a table was made: command, version, commit (+ dirty: code_dirty), device, UTC date, wall time, and ``extra``.
+
+    Where this process resumed runs from checkpoints or reloaded finished cells (``checkpoint.REUSED``), a
+    ``reused`` entry says so: its wall time then leaves out what earlier processes trained."""
+    meta = {"command": command if command is not None else " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
             "fltutor_version": __version__, "commit": _git("rev-parse", "HEAD") or "unknown",
             "dirty": code_dirty(), "device": device_name(device),
             "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "wall_s": None if wall_s is None else round(float(wall_s), 1), **extra}
+            "wall_s": None if wall_s is None else round(float(wall_s), 1)}
+    if any(REUSED.values()):
+        meta["reused"] = {**REUSED, "note": "wall_s counts this process only; earlier processes trained the "
+                                            "resumed rounds and the reloaded cells"}
+    return {**meta, **extra}
 
 
 def _check_rows(rows: Sequence[dict]) -> list[str]:
@@ -226,7 +233,18 @@ def provenance_comments(meta: dict) -> list[str]:
     """One markdown comment per command that wrote a table (each of ``parts`` when several did): what the
     README keeps beside a table so a reader sees how, where, when and at what scale it was made."""
     return [f"<!-- {m.get('command')} | {m.get('scale', '')} | {m.get('device')} | {m.get('date')} | "
-            f"commit {str(m.get('commit'))[:10]} | {m.get('wall_s')} s -->" for m in meta.get("parts") or [meta]]
+            f"commit {str(m.get('commit'))[:10]} | {m.get('wall_s')} s{_reused_words(m.get('reused'))} -->"
+            for m in meta.get("parts") or [meta]]
+
+
+def _reused_words(reused: dict | None) -> str:
+    """' (resumed: ...)' for a command whose wall time leaves out work of earlier processes, else ''."""
+    if not reused:
+        return ""
+    parts = [f"{reused[k]} {what}" for k, what in (("resumed_runs", "runs resumed"),
+                                                  ("rounds_resumed", "rounds done before"),
+                                                  ("reloaded_cells", "finished cells reloaded")) if reused.get(k)]
+    return f" of this process ({', '.join(parts)})"
 
 
 def folder_from_cli(description: str, paper: str) -> Path:

@@ -181,6 +181,26 @@ def test_resume_refuses_a_different_run(tmp_path, fed):
             Federation("mlp", fed, "fedavg", out_dir=tmp_path, **F64, **{**BASE, **other})
 
 
+def test_a_results_json_says_when_its_wall_time_leaves_out_resumed_work(tmp_path, fed, monkeypatch):
+    from fltutor import checkpoint, results
+    monkeypatch.setattr(checkpoint, "REUSED", dict.fromkeys(checkpoint.REUSED, 0))
+    monkeypatch.setattr(federation, "REUSED", checkpoint.REUSED)
+    monkeypatch.setattr(results, "REUSED", checkpoint.REUSED)
+    assert "reused" not in results.provenance(command="t", wall_s=1.0)    # nothing taken over yet
+    runs = [dict(seed=0), dict(seed=1)]
+    Federation("mlp", fed, "fedavg", runs=runs, out_dir=tmp_path / "a", checkpoint_every=1, **F64,
+               **{**BASE, "rounds": 4}).run(3)
+    Federation("mlp", fed, "fedavg", runs=runs, out_dir=tmp_path / "a", **F64, **{**BASE, "rounds": 4}).run()
+    federation.sweep("mlp", fed, "fedavg", [dict(seed=0)], out_root=tmp_path / "b", **F64, **BASE)
+    federation.sweep("mlp", fed, "fedavg", [dict(seed=0)], out_root=tmp_path / "b", **F64, **BASE)
+    meta = results.provenance(command="t", wall_s=1.0)
+    # two runs resumed after 3 of 4 rounds; the second sweep reloads its one finished cell
+    assert {k: meta["reused"][k] for k in checkpoint.REUSED} == {"resumed_runs": 2, "rounds_resumed": 6,
+                                                                 "reloaded_cells": 1}
+    assert results.provenance_comments(meta)[0].endswith(
+        "1.0 s of this process (2 runs resumed, 6 rounds done before, 1 finished cells reloaded) -->")
+
+
 # ---- server.pt holds no client-private tensor ------------------------------------------------------------
 def _walk(obj, path=""):
     """Every (path, tensor) and every dict key inside a loaded checkpoint."""
