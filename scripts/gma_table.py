@@ -14,6 +14,7 @@ made and at what scale (a table merged from several commands names each); Table 
 server_rate.csv (scripts/gma_server_rate.py) is printed as Tables 2-3 are. table10_curves.csv (every Table 10
 run's test accuracy per round) gives, seed by seed, the best by rounds 15 and 50, the best, the last round's
 accuracy and the first round at 80 % or more: how much of a "best" is an early lead or one peak of a swinging curve.
+quick_seeds.csv (scripts/gma_quick_seeds.py): notebook 03's quick grid over more seeds, per data source and server rate.
 """
 from __future__ import annotations
 
@@ -274,6 +275,16 @@ def paper_round_fit(curves: dict[tuple, dict[int, float]]) -> list[str]:
 
 
 # (table, heading, printer), in the order they are printed
+def print_quick_seeds(rows: list[dict], meta: dict) -> None:
+    """scripts/gma_quick_seeds.py's summary (the scripts are files, not a package: loaded by path)."""
+    import importlib.util
+    from pathlib import Path
+    spec = importlib.util.spec_from_file_location("gma_quick_seeds", Path(__file__).with_name("gma_quick_seeds.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    mod.print_summary(rows, meta)
+
+
 SECTIONS = (("table10", "Table 10", print_table10),
             ("table10_momentum0", "Table 10's grid at client momentum 0 (the paper's is 0.9): configs/03_table10_reduced.yaml "
                                   "or configs/03_table10.yaml with -p momentum 0", print_table10),
@@ -285,7 +296,9 @@ SECTIONS = (("table10", "Table 10", print_table10),
                             "rounds)", print_tables2_3),
             ("mask_probe", "GMA's mask, round by round (scripts/gma_mask_probe.py)", print_mask_probe),
             ("rate_probe", "Table 10's setting on the whole data, FedAvg only: client rate x batch x input scaling "
-                           "(scripts/gma_rate_probe.py)", print_rate_probe))
+                           "(scripts/gma_rate_probe.py)", print_rate_probe),
+            ("quick_seeds", "Notebook 03's quick Table 10 grid over more seeds (scripts/gma_quick_seeds.py): best test "
+                            "accuracy over its 10 rounds", print_quick_seeds))
 
 
 def main() -> None:
