@@ -18,7 +18,8 @@
 # ARGS are `fltutor run` arguments (shell quoting); the jobs of a stream run in order, the streams at
 # once. Each job gets `-p results_dir /tmp/res/STREAM/<paper>` only if ARGS name one (give it), and its
 # own --out. After every job /tmp/res and the logs are packed into $OUT/results.tgz, so a lease that ends
-# mid-run still returns what finished. Beside the streams, run starts the GPU-only tests (those pytest skips
+# mid-run still returns what finished. A second `run` on the same (still warm) machine skips the jobs that
+# finished in an earlier call (/tmp/done) and resumes the cut-off ones from their checkpoints under runs/. Beside the streams, run starts the GPU-only tests (those pytest skips
 # without CUDA) and writes their report to $OUT/gpu_tests.txt; GPU_TESTS=0 leaves them out. Example line:
 #   s1 A-fedavg -f configs/04_paper.yaml -p distributions '["A"]' -p seeds '[2, 3, 4]' -p methods '["fedavg"]' -p results_dir /tmp/res/s1/waffle_weighted
 set -u
@@ -88,12 +89,14 @@ stream() {
     while IFS= read -r line; do
         read -r first name args <<< "$line"
         [ "$first" = "$s" ] && [ -n "$name" ] || continue
+        if grep -qxF "$s $name" /tmp/done 2> /dev/null; then echo "[$s] $name finished in an earlier call"; continue; fi
         left=$((DEADLINE - $(date +%s)))
         if [ $left -lt 30 ]; then echo "[$s] skip $name (${left} s left)"; continue; fi
         t=$(date +%s)
         eval "timeout -k 5 $left python3 -m fltutor run $args --out /tmp/nb/$s-$name --no-progress" \
             > "/tmp/logs/$s-$name.log" 2>&1
         rc=$?
+        [ $rc -eq 0 ] && echo "$s $name" >> /tmp/done
         echo "[$s] $name rc=$rc $(( $(date +%s) - t )) s (at +$(( $(date +%s) - T0 )) s)"
         pack
     done < "$file"
