@@ -238,7 +238,7 @@ def provenance_comments(meta: dict) -> list[str]:
 
 
 def _reused_words(reused: dict | None) -> str:
-    """' (resumed: ...)' for a command whose wall time leaves out work of earlier processes, else ''."""
+    """' of this process (N runs resumed, ...)' for a command whose wall time leaves out earlier processes' work, else ''."""
     if not reused:
         return ""
     parts = [f"{reused[k]} {what}" for k, what in (("resumed_runs", "runs resumed"),
