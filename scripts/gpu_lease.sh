@@ -19,7 +19,8 @@
 # once. Each job gets `-p results_dir /tmp/res/STREAM/<paper>` only if ARGS name one (give it), and its
 # own --out. After every job /tmp/res and the logs are packed into $OUT/results.tgz, so a lease that ends
 # mid-run still returns what finished. A second `run` on the same (still warm) machine skips the jobs that
-# finished in an earlier call (/tmp/done) and resumes the cut-off ones from their checkpoints under runs/. Beside the streams, run starts the GPU-only tests (those pytest skips
+# finished in an earlier call (/tmp/done) and resumes the cut-off ones from their checkpoints under runs/.
+# STREAMS="s1" runs only the streams named, e.g. a job too long to finish beside the others. Beside the streams, run starts the GPU-only tests (those pytest skips
 # without CUDA) and writes their report to $OUT/gpu_tests.txt; GPU_TESTS=0 leaves them out. Example line:
 #   s1 A-fedavg -f configs/04_paper.yaml -p distributions '["A"]' -p seeds '[2, 3, 4]' -p methods '["fedavg"]' -p results_dir /tmp/res/s1/waffle_weighted
 set -u
@@ -73,7 +74,7 @@ EOF
             -k "gpu or cuda" > "$OUT/gpu_tests.txt" 2>&1; echo "gpu tests rc=$? (at +$(( $(date +%s) - T0 )) s)") &
     fi
     local streams
-    streams=$(awk 'NF && $1 !~ /^#/ {print $1}' "$jobs" | awk '!seen[$0]++')
+    streams=${STREAMS:-$(awk 'NF && $1 !~ /^#/ {print $1}' "$jobs" | awk '!seen[$0]++')}   # STREAMS="s1 s6": only those
     for s in $streams; do stream "$s" "$jobs" & done
     wait
     pack
