@@ -24,7 +24,7 @@ import numpy as np
 from . import __version__
 from .checkpoint import REUSED, atomic_write_json
 
-__all__ = ["provenance", "write_table", "merge_rows", "merge_folder", "read_table", "summarize", "paired_difference", "provenance_comments", "devices",
+__all__ = ["provenance", "write_table", "merge_rows", "merge_folder", "read_table", "summarize", "paired_difference", "provenance_comments", "devices", "load_script",
            "RESULTS_DIR",
            "selfcheck_enabled", "folder_from_cli", "table_from_cli",
            "check_notebook_results"]
@@ -245,6 +245,19 @@ def _reused_words(reused: dict | None) -> str:
                                                   ("rounds_resumed", "rounds done before"),
                                                   ("reloaded_cells", "finished cells reloaded")) if reused.get(k)]
     return f" of this process ({', '.join(parts)})"
+
+
+def load_script(name: str):
+    """scripts/<name>.py of this checkout as a module (the scripts are files, not a package), for a notebook or
+    another script that shows a table the way that script prints it."""
+    import importlib.util
+    path = RESULTS_DIR.parent / "scripts" / f"{name}.py"
+    if not path.exists():
+        raise FileNotFoundError(f"load_script: no {path}; name one of scripts/*.py without .py")
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def folder_from_cli(description: str, paper: str) -> Path:

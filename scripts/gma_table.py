@@ -274,17 +274,12 @@ def paper_round_fit(curves: dict[tuple, dict[int, float]]) -> list[str]:
     return lines
 
 
-# (table, heading, printer), in the order they are printed
 def print_quick_seeds(rows: list[dict], meta: dict) -> None:
-    """scripts/gma_quick_seeds.py's summary (the scripts are files, not a package: loaded by path)."""
-    import importlib.util
-    from pathlib import Path
-    spec = importlib.util.spec_from_file_location("gma_quick_seeds", Path(__file__).with_name("gma_quick_seeds.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    mod.print_summary(rows, meta)
+    """scripts/gma_quick_seeds.py's summary."""
+    results.load_script("gma_quick_seeds").print_summary(rows, meta)
 
 
+# (table, heading, printer), in the order they are printed
 SECTIONS = (("table10", "Table 10", print_table10),
             ("table10_momentum0", "Table 10's grid at client momentum 0 (the paper's is 0.9): configs/03_table10_reduced.yaml "
                                   "or configs/03_table10.yaml with -p momentum 0", print_table10),

@@ -183,9 +183,8 @@ def test_resume_refuses_a_different_run(tmp_path, fed):
 
 def test_a_results_json_says_when_its_wall_time_leaves_out_resumed_work(tmp_path, fed, monkeypatch):
     from fltutor import checkpoint, results
-    monkeypatch.setattr(checkpoint, "REUSED", dict.fromkeys(checkpoint.REUSED, 0))
-    monkeypatch.setattr(federation, "REUSED", checkpoint.REUSED)
-    monkeypatch.setattr(results, "REUSED", checkpoint.REUSED)
+    for k in checkpoint.REUSED:   # one dict, shared by federation and results: count from zero in this test
+        monkeypatch.setitem(checkpoint.REUSED, k, 0)
     assert "reused" not in results.provenance(command="t", wall_s=1.0)    # nothing taken over yet
     runs = [dict(seed=0), dict(seed=1)]
     Federation("mlp", fed, "fedavg", runs=runs, out_dir=tmp_path / "a", checkpoint_every=1, **F64,

@@ -1,6 +1,7 @@
 """results/ tables: tidy CSV + provenance JSON, read back equal, summarized as by hand."""
 import json
 import statistics
+from pathlib import Path
 
 import pytest
 
@@ -322,3 +323,10 @@ def test_code_dirty_ignores_the_results_tables_but_not_the_code(tmp_path):
     (tmp_path / "code.py").write_text("x = 2\n")
     assert results.code_dirty(tmp_path) is True
     assert results.code_dirty(tmp_path.parent / "not-a-repo-dir-that-does-not-exist") is None
+
+
+def test_load_script_gives_the_checkouts_script_and_names_a_missing_one():
+    mod = results.load_script("gma_quick_seeds")
+    assert Path(mod.__file__).resolve() == (Path(results.RESULTS_DIR).parent / "scripts" / "gma_quick_seeds.py").resolve()
+    with pytest.raises(FileNotFoundError, match="no .*nonexistent_script.py"):
+        results.load_script("nonexistent_script")
