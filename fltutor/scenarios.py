@@ -50,6 +50,7 @@ from .data import FederatedData, make_federated
 
 __all__ = ["WAFFLE_IBP_SETTINGS", "waffle_ibp_data", "SKEWS", "COLOURS", "TRAIN_HUES", "TEST_HUES",
            "SHARED_HUES", "GMA_SETTINGS", "hue_to_rgb", "colorize", "gma_data", "colour_agreement", "gma_model",
+           "participation_round",
            "waffle_weighted_data", "WE_PENALTY_MNIST", "WE_PENALTY_CIFAR", "WE_PENALTY", "PrivacyData", "privacy_data"]
 
 # WAFFLe section IV-A-2: model and SGD learning rate per dataset (the same for all methods).
@@ -257,6 +258,34 @@ def gma_model(dataset: str, fed: FederatedData) -> str:
     if fdata._canonical(dataset) == "cifar10":
         return "lenet5_cifar"
     return "lenet5_rgb" if fed.x.shape[1] == 3 else "lenet5"
+
+
+def participation_round(warm, *, tau: float = 0.4) -> list[dict | None]:
+    """GMA's Tables 4-5: aggregate the next round of a warmed-up FedAvg ``Federation`` twice, AVG and GMA.
+
+    Both aggregations start from the same state (``warm.branch``), with the same cohort and the same
+    mini-batches (they depend only on seed, round and client); FedOpt with server SGD at rate 1 and plain
+    averaging is FedAvg. ``warm`` is left as it was, so it can train on and be compared again later. Each
+    client is then scored on its own local test set. Per run of ``warm``: ``{"cohort": [...], "AVG": (p, q),
+    "GMA": (p, q), "diverged": {}}`` with p, q the mean accuracy (%) of the participating and the
+    non-participating clients; an aggregation whose round diverged gets None there and its divergence record
+    (round, client, where) under "diverged". A run that diverged during the warm-up gets None.
+    """
+    out: list[dict | None] = [None if warm.diverged[i] else {"cohort": warm.sample_clients(i, warm.round).tolist(),
+                                                             "diverged": {}} for i in range(warm.R)]
+    for agg, name in (("mean", "AVG"), ("gma", "GMA")) if any(o is not None for o in out) else ():
+        fed = warm.branch("fedopt", aggregation=agg, tau=tau, server_opt="sgd", server_lr=1.0)
+        fed.run_round()
+        for i, o in enumerate(out):
+            if o is None:
+                continue
+            if fed.diverged[i]:
+                o[name], o["diverged"][name] = None, fed.diverged[i]
+                continue
+            acc = fed.local_accuracy(i)
+            inside = np.isin(np.arange(fed.N), o["cohort"])
+            o[name] = (float(acc[inside].mean()), float(acc[~inside].mean()))
+    return out
 
 
 # Table 3 of Beaussart et al. 2021: Weight Erosion's distance penalty p_d on MNIST, per distribution.

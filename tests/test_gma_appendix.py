@@ -1,0 +1,95 @@
+"""GMA's Tables 4-5 round (scenarios.participation_round) and scripts/gma_appendix.py.
+
+The AVG branch is checked against the warmed-up FedAvg run simply trained one round more (FedOpt with server SGD
+at rate 1 and plain averaging is FedAvg, and both see the same cohort and mini-batches); GMA at tau = 0 keeps every
+coordinate, so it must equal AVG; the split into participating and non-participating clients is recomputed by
+hand from the per-client accuracies and the cohort.
+"""
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from fltutor import data as fdata
+from fltutor.checks import SettingError
+from fltutor.federation import Federation
+from fltutor.scenarios import gma_data, participation_round
+
+
+def _warm(seeds=(0, 1), fraction=0.5, rounds=2):
+    tr, te = fdata.standin("fashionmnist", 400, seed=0), fdata.standin("fashionmnist", 200, train=False, seed=0)
+    datas = [gma_data("fashionmnist", "label", 10, seed=s, train_set=tr, test_set=te) for s in seeds]
+    warm = Federation("lenet5", datas, "fedavg", runs=[{"seed": s} for s in seeds], rounds=rounds + 1,
+                      client_fraction=fraction, local_epochs=1, batch_size=10, lr=0.05, momentum=0.9,
+                      eval_every=rounds + 1, progress=False, dtype=torch.float64)
+    warm.run(rounds=rounds)
+    return warm
+
+
+def test_avg_is_fedavg_one_round_on_and_the_split_follows_the_cohort():
+    warm = _warm()
+    before = {k: v.clone() for k, v in warm.global_params.items()}
+    got = participation_round(warm, tau=0.4)
+    assert warm.round == 2 and all(torch.equal(before[k], warm.global_params[k]) for k in before)  # warm untouched
+    on = warm.branch()                      # the same FedAvg, one round more
+    on.run_round()
+    for i, o in enumerate(got):
+        cohort = warm.sample_clients(i, 2)
+        assert o["cohort"] == cohort.tolist() and len(cohort) == 5
+        acc = on.local_accuracy(i)
+        inside = np.zeros(10, bool)
+        inside[cohort] = True
+        assert o["AVG"][0] == pytest.approx(acc[inside].mean(), abs=1e-9)
+        assert o["AVG"][1] == pytest.approx(acc[~inside].mean(), abs=1e-9)
+    assert any(o["GMA"] != o["AVG"] for o in got)   # at tau = 0.4 the mask changes the round
+    # tau = 0 keeps every coordinate: GMA is AVG
+    flat = participation_round(warm, tau=0.0)
+    for o in flat:
+        assert o["GMA"] == pytest.approx(o["AVG"], abs=1e-9)
+
+
+def test_a_run_that_diverged_in_the_warm_up_gets_none():
+    warm = _warm(seeds=(0,), rounds=1)
+    warm.diverged[0] = {"round": 1, "client": 0, "where": "test"}
+    assert participation_round(warm) == [None]
+
+
+@pytest.fixture
+def appx(load_script):
+    return load_script("gma_appendix")
+
+
+@pytest.mark.parametrize("args, match", [
+    (["--fractions", "1.0"], "--fractions.*0, 1"),
+    (["--warmups", "0"], "--warmups"),
+    (["--convex-rounds", "5"], "--convex-rounds.*at least 10"),
+    (["--convex-lrs", "0"], "--convex-lrs.*> 0"),
+])
+def test_bad_arguments_stop_before_any_training(appx, args, match, monkeypatch, tmp_path):
+    monkeypatch.setattr(appx, "gma_data", lambda *a, **k: pytest.fail("data loaded"))
+    with pytest.raises(SettingError, match=match):
+        appx.main([*args, "--out-root", str(tmp_path), "--no-write"])
+
+
+def test_the_script_writes_tidy_rows_and_reloads_a_finished_comparison(appx, monkeypatch, tmp_path):
+    tr, te = fdata.standin("fashionmnist", 300, seed=0), fdata.standin("fashionmnist", 100, train=False, seed=0)
+    real = appx.gma_data
+    monkeypatch.setattr(appx, "gma_data", lambda ds, skew, n, *, seed: real(ds, skew, n, seed=seed, train_set=tr,
+                                                                            test_set=te))
+    args = ["--tables", "participation", "--seeds", "0", "1", "--fractions", "0.2", "--warmups", "1", "2",
+            "--out-root", str(tmp_path / "runs"), "--results-dir", str(tmp_path / "res"), "--no-progress"]
+    appx.main(args)
+    from fltutor import results
+    rows, meta = results.read_table(tmp_path / "res", "participation")
+    assert meta["data_source"] == "standin" and "not the full datasets" in meta["scale"]
+    keys = {(r["warmup_rounds"], r["seed"], r["aggregation"], r["metric"]) for r in rows}
+    assert keys == {(w, s, a, m) for w in (1, 2) for s in (0, 1) for a in ("AVG", "GMA")
+                    for m in ("participating_acc", "nonparticipating_acc")}
+    # a second call reloads both comparisons: it trains nothing, and writes the same numbers
+    saved = sorted((tmp_path / "runs").rglob("compare-w*.json"))
+    assert len(saved) == 2 and all(len(json.loads(p.read_text())) == 2 for p in saved)
+    monkeypatch.setattr(appx, "participation_round", lambda *a, **k: pytest.fail("compared again"))
+    appx.main(args)
+    again, _ = results.read_table(tmp_path / "res", "participation")
+    assert again == rows
