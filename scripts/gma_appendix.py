@@ -80,11 +80,12 @@ def participation(a: argparse.Namespace, out_root: Path) -> list[dict]:
                        "warmup_rounds": w, "local_epochs": 3, "lr": a.lr, "momentum": GMA_SETTINGS["momentum"],
                        "batch_size": 32, "tau": GMA_SETTINGS["tau"], "seed": s}
                 for name in ("AVG", "GMA"):
-                    if o is None or o[name] is None:
-                        rows.append({**ids, "aggregation": name, "metric": "diverged", "value": 1})
-                        continue
-                    rows += [{**ids, "aggregation": name, "metric": m, "value": round(v, 4)}
-                             for m, v in zip(("participating_acc", "nonparticipating_acc"), o[name])]
+                    pair = None if o is None else o[name]
+                    rows += [{**ids, "aggregation": name, "metric": m, "value": None if pair is None else round(v, 4)}
+                             for m, v in zip(("participating_acc", "nonparticipating_acc"), pair or (None, None))]
+                    if pair is None:   # diverged in the warm-up (o is None) or in the compared round
+                        d = warm.diverged[a.seeds.index(s)] if o is None else o["diverged"][name]
+                        rows.append({**ids, "aggregation": name, "metric": "diverged_round", "value": d["round"]})
                 shown = {n: "diverged" if o is None or o[n] is None else "{:.2f} / {:.2f}".format(*o[n])
                          for n in ("AVG", "GMA")}
                 print(f"fraction {frac:g}, warm-up {w}, seed {s}: participating / non-participating  "
@@ -108,12 +109,13 @@ def convex(a: argparse.Namespace, out_root: Path) -> list[dict]:
                     ids = {"dataset": "mnist", "skew": skew, "clients": 50, "client_fraction": 0.2, "lr": lr,
                            "server_lr": 1.0, "momentum": GMA_SETTINGS["momentum"], "rounds": a.convex_rounds,
                            "seed": s, "aggregation": agg}
-                    if r["diverged"]:
-                        rows.append({**ids, "metric": "diverged_round", "value": r["diverged"]["round"]})
-                        print(f"convex {skew} lr {lr:g} seed {s} {agg}: diverged in round {r['diverged']['round']}")
-                        continue
-                    rows += [{**ids, "metric": m, "value": round(r[m], 4)}
+                    d = r["diverged"]
+                    rows += [{**ids, "metric": m, "value": None if d else round(r[m], 4)}
                              for m in ("last10_global_acc", "best_global_acc")]
+                    if d:
+                        rows.append({**ids, "metric": "diverged_round", "value": d["round"]})
+                        print(f"convex {skew} lr {lr:g} seed {s} {agg}: diverged in round {d['round']}")
+                        continue
                     print(f"convex {skew} lr {lr:g} seed {s} {agg}: last 10 {r['last10_global_acc']:.2f}, "
                           f"best {r['best_global_acc']:.2f}")
     return rows, datas[0].source

@@ -15,12 +15,13 @@ server_rate.csv (scripts/gma_server_rate.py) is printed as Tables 2-3 are. table
 run's test accuracy per round) gives, seed by seed, the best by rounds 15 and 50, the best, the last round's
 accuracy and the first round at 80 % or more: how much of a "best" is an early lead or one peak of a swinging curve.
 quick_seeds.csv (scripts/gma_quick_seeds.py): notebook 03's quick grid over more seeds, per data source and server rate.
+participation.csv and convex.csv (scripts/gma_appendix.py): Tables 4-5 and App. E on all the data, beside the paper's.
 """
 from __future__ import annotations
 
 from fltutor import results
 from fltutor.metrics import mean_std
-from fltutor.paper_tables import GMA_TABLE, GMA_TABLE10, GMA_TABLE10_CLIENT_LRS
+from fltutor.paper_tables import GMA_CONVEX, GMA_TABLE, GMA_TABLE4, GMA_TABLE5, GMA_TABLE10, GMA_TABLE10_CLIENT_LRS
 
 
 def cell(stats: dict, key: tuple) -> tuple:
@@ -39,6 +40,14 @@ def with_diverged(rows: list[dict], by: list[str], metric: str) -> dict:
         if s["missing"]:
             st[k] = {"mean": None, "sd": None, "n": 0, "diverged": f"{s['missing']} of {s['n'] + s['missing']} diverged"}
     return st
+
+
+def lead_cells(d: dict) -> tuple[str, str]:
+    """A paired_difference group as ("mean ± sd" of GMA − AVG seed by seed, beyond its spread? "yes"/"no"/"—")."""
+    if d["mean"] is None or d["missing"]:
+        return "—", "—"
+    gap = f"{d['mean']:+.2f}" + ("" if d["sd"] is None else f" ± {d['sd']:.2f}")
+    return gap, "—" if d["sd"] is None else ("yes" if abs(d["mean"]) > d["sd"] else "no")
 
 
 def momentum_of(r: dict) -> float:
@@ -99,10 +108,7 @@ def print_tables2_3(rows: list[dict], meta: dict) -> None:
         k = dict(zip(by, key))
         show_ = {agg: show(*cell(best, (*key, agg))) + picks.get((*key, agg), "") for agg in ("AVG", "GMA")}
         d = lead[key]
-        gap = "—" if d["mean"] is None or d["missing"] else f"{d['mean']:+.2f}" + (
-            "" if d["sd"] is None else f" ± {d['sd']:.2f}")
-        beyond = "—" if d["mean"] is None or d["missing"] or d["sd"] is None else (
-            "yes" if abs(d["mean"]) > d["sd"] else "no")
+        gap, beyond = lead_cells(d)
         p = GMA_TABLE.get((k["dataset"], k["skew"], k["clients"]), {}).get(k["algorithm"])
         paper = "—" if p is None else f"{p[0]} / {p[1]} ({p[1] - p[0]:+.2f})"
         pair = k["pair"] if k["lr_choice"] != "own" else "each its own pick"
@@ -279,6 +285,50 @@ def print_quick_seeds(rows: list[dict], meta: dict) -> None:
     results.load_script("gma_quick_seeds").print_summary(rows, meta)
 
 
+def print_participation(rows: list[dict], meta: dict) -> None:
+    """Tables 4-5 (scripts/gma_appendix.py): per share of clients taking part and warm-up length, the mean
+    accuracy of the participating and the non-participating clients, AVG and GMA over the trials, and GMA − AVG
+    seed by seed beside the paper's mean of 3 trials."""
+    by = ["client_fraction", "warmup_rounds"]
+    print(*results.provenance_comments(meta), sep="\n")
+    print("| clients taking part | warm-up rounds | seeds | participating AVG | GMA | GMA − AVG | beyond spread? | "
+          "non-participating AVG | GMA | GMA − AVG | beyond spread? |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    cells = {}
+    for metric in ("participating_acc", "nonparticipating_acc"):
+        cells[metric] = (with_diverged(rows, by + ["aggregation"], metric),
+                         results.paired_difference(rows, by, "aggregation", "GMA", "AVG", metric))
+    for key in sorted(cells["participating_acc"][1]):
+        out = []
+        for metric in ("participating_acc", "nonparticipating_acc"):
+            st, lead = cells[metric]
+            out += [show(*cell(st, (*key, "AVG"))), show(*cell(st, (*key, "GMA"))), *lead_cells(lead[key])]
+        d = cells["participating_acc"][1][key]
+        print(f"| {key[0]:.0%} | {key[1]} | {d['n'] + d['missing']} | " + " | ".join(out) + " |")
+    for frac, (name, p) in ((0.5, ("Table 4", GMA_TABLE4)), (0.2, ("Table 5", GMA_TABLE5))):
+        print(f"| paper, {name} ({frac:.0%}) | ? | 3 | {p[0]} | {p[1]} | {p[1] - p[0]:+.2f} | | {p[2]} | {p[3]} | "
+              f"{p[3] - p[2]:+.2f} | |")
+
+
+def print_convex(rows: list[dict], meta: dict) -> None:
+    """App. E (scripts/gma_appendix.py): logistic regression, per data split and client rate, the mean test
+    accuracy over the last 10 rounds (the paper's metric) and the best, AVG and GMA, beside the paper's."""
+    by = ["skew", "lr", "rounds"]
+    last = with_diverged(rows, by + ["aggregation"], "last10_global_acc")
+    best = with_diverged(rows, by + ["aggregation"], "best_global_acc")
+    lead = results.paired_difference(rows, by, "aggregation", "GMA", "AVG", "last10_global_acc")
+    print(*results.provenance_comments(meta), sep="\n")
+    print("| data | client lr | rounds | seeds | AVG last 10 | GMA last 10 | GMA − AVG, seed by seed | beyond spread? | "
+          "AVG best | GMA best | paper AVG / GMA (GMA − AVG) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for key in sorted(lead):
+        p = GMA_CONVEX.get(key[0])
+        paper = "—" if p is None else f"{p[0]} / {p[1]} ({p[1] - p[0]:+.2f})"
+        print(f"| {key[0]} | {key[1]:g} | {key[2]} | {lead[key]['n'] + lead[key]['missing']} | {show(*cell(last, (*key, 'AVG')))} | "
+              f"{show(*cell(last, (*key, 'GMA')))} | {' | '.join(lead_cells(lead[key]))} | "
+              f"{show(*cell(best, (*key, 'AVG')))} | {show(*cell(best, (*key, 'GMA')))} | {paper} |")
+
+
 # (table, heading, printer), in the order they are printed
 SECTIONS = (("table10", "Table 10", print_table10),
             ("table10_momentum0", "Table 10's grid at client momentum 0 (the paper's is 0.9): configs/03_table10_reduced.yaml "
@@ -293,7 +343,11 @@ SECTIONS = (("table10", "Table 10", print_table10),
             ("rate_probe", "Table 10's setting on the whole data, FedAvg only: client rate x batch x input scaling "
                            "(scripts/gma_rate_probe.py)", print_rate_probe),
             ("quick_seeds", "Notebook 03's quick Table 10 grid over more seeds (scripts/gma_quick_seeds.py): best test "
-                            "accuracy over its 10 rounds", print_quick_seeds))
+                            "accuracy over its 10 rounds", print_quick_seeds),
+            ("participation", "Tables 4-5: one round with 5 or 2 of 10 FMNIST clients, AVG vs GMA from the same "
+                              "state (scripts/gma_appendix.py)", print_participation),
+            ("convex", "Appendix E: logistic regression on MNIST, one full-batch step per client and round "
+                       "(scripts/gma_appendix.py)", print_convex))
 
 
 def main() -> None:

@@ -93,3 +93,27 @@ def test_the_script_writes_tidy_rows_and_reloads_a_finished_comparison(appx, mon
     appx.main(args)
     again, _ = results.read_table(tmp_path / "res", "participation")
     assert again == rows
+
+
+def test_gma_table_prints_tables_4_5_and_the_convex_case_by_hand(tmp_path, capsys, monkeypatch):
+    from fltutor import results
+    from test_results import run_script
+    ids = {"dataset": "fashionmnist", "skew": "label", "clients": 10, "client_fraction": 0.5, "warmup_rounds": 10}
+    vals = {("AVG", "participating_acc"): (80.0, 84.0), ("GMA", "participating_acc"): (83.0, 85.0),
+            ("AVG", "nonparticipating_acc"): (70.0, 60.0), ("GMA", "nonparticipating_acc"): (71.0, 62.0)}
+    rows = [{**ids, "seed": s, "aggregation": a, "metric": m, "value": v[s]} for (a, m), v in vals.items() for s in (0, 1)]
+    results.write_table(tmp_path, "participation", rows, results.provenance(command="appx", scale="full data"))
+    conv = [{"dataset": "mnist", "skew": "label", "lr": 0.5, "rounds": 500, "seed": s, "aggregation": a, "metric": m,
+             "value": v} for s, a, m, v in ((0, "AVG", "last10_global_acc", 90.0), (0, "GMA", "last10_global_acc", 88.0),
+                                            (1, "AVG", "last10_global_acc", 91.0), (1, "GMA", "last10_global_acc", None),
+                                            (1, "GMA", "diverged_round", 7))]
+    results.write_table(tmp_path, "convex", conv, results.provenance(command="appx", scale="full data"))
+    run_script(monkeypatch, "gma_table", tmp_path)
+    out = capsys.readouterr().out
+    # by hand: participating AVG 82 ± 2.83, GMA 84 ± 1.41, leads +3 and +1: +2.00 ± 1.41 (beyond);
+    # non-participating AVG 65 ± 7.07, GMA 66.5 ± 6.36, leads +1 and +2: +1.50 ± 0.71 (beyond)
+    assert ("| 50% | 10 | 2 | 82.00 ± 2.83 | 84.00 ± 1.41 | +2.00 ± 1.41 | yes | 65.00 ± 7.07 | 66.50 ± 6.36 | "
+            "+1.50 ± 0.71 | yes |") in out
+    assert "| paper, Table 4 (50%) | ? | 3 | 86.97 | 89.07 | +2.10 |" in out
+    # a seed that diverged is said, not averaged away; the lead then is not computed
+    assert "| label | 0.5 | 500 | 2 | 90.50 ± 0.71 | 1 of 2 diverged | — | — |" in out and "87.0 / 88.5 (+1.50)" in out
