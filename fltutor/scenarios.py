@@ -50,7 +50,7 @@ from .data import FederatedData, make_federated
 
 __all__ = ["WAFFLE_IBP_SETTINGS", "waffle_ibp_data", "SKEWS", "COLOURS", "TRAIN_HUES", "TEST_HUES",
            "SHARED_HUES", "GMA_SETTINGS", "hue_to_rgb", "colorize", "gma_data", "colour_agreement", "gma_model",
-           "participation_round",
+           "below_tau", "participation_round",
            "waffle_weighted_data", "WE_PENALTY_MNIST", "WE_PENALTY_CIFAR", "WE_PENALTY", "PrivacyData", "privacy_data"]
 
 # WAFFLe section IV-A-2: model and SGD learning rate per dataset (the same for all methods).
@@ -258,6 +258,17 @@ def gma_model(dataset: str, fed: FederatedData) -> str:
     if fdata._canonical(dataset) == "cifar10":
         return "lenet5_cifar"
     return "lenet5_rgb" if fed.x.shape[1] == 3 else "lenet5"
+
+
+def below_tau(fed, *, tau: float = 0.4, run: int = 0) -> float:
+    """GMA's Fig. 4 statistic: the share of coordinates whose sign agreement A (``aggregators.agreement``) over
+    ALL of ``fed``'s clients' next updates is below ``tau``. The updates are read with ``Federation.intercept``,
+    so nothing changes; an update is the client's trained model minus the global model, as the server sees it."""
+    from .aggregators import agreement
+    msgs = fed.intercept(list(range(fed.N)), run=run)
+    ups = torch.stack([torch.cat([(msgs[k][p] - fed.global_params[p][run]).flatten() for p in msgs[k]])
+                       for k in range(fed.N)])
+    return float((agreement(ups) < tau).float().mean())
 
 
 def participation_round(warm, *, tau: float = 0.4) -> list[dict | None]:

@@ -1,9 +1,9 @@
-"""GMA's Tables 4-5 (participating vs non-participating clients) and Appendix E (the convex case) on all the data.
+"""GMA's Tables 4-5 (participating vs non-participating clients), Appendix E (the convex case) and Fig. 4 on all the data.
 
-    FLTUTOR_DATA=/path/to/datasets python scripts/gma_appendix.py                  # both tables (~40 min, 1 thread)
+    FLTUTOR_DATA=/path/to/datasets python scripts/gma_appendix.py                  # all three tables (~1 h, 1 thread)
     FLTUTOR_DATA=... python scripts/gma_appendix.py --tables convex --convex-seeds 0 1 2 3 4
 
-Notebook 03 runs both on its small subsets with one seed, where they are noise (sections 11-12). Here:
+Notebook 03 runs all three on its small subsets with one seed (sections 8, 11, 12). Here:
 
 - ``participation`` (Tables 4-5, Tenison et al. 2023 sec. 5.5 and App. D.3): all of FMNIST over 10 clients with
   2 classes each, FedAvg with 3 local epochs (client lr ``--lr``, momentum 0.9, batch 32) warmed up for each of
@@ -16,10 +16,14 @@ Notebook 03 runs both on its small subsets with one seed, where they are noise (
   skew), 10 taking part per round, each taking one full-batch SGD step (momentum 0.9) per round, server rate 1,
   AVG and GMA, for ``--convex-rounds`` rounds at each of ``--convex-lrs``: the paper's client rate 0.01 and
   notebook 03's 0.5. The metric is the paper's mean test accuracy over the last 10 rounds (and the best).
+- ``fig4`` (Fig. 4, App. C.1): all of MNIST over 10 clients with Dirichlet(``--alphas``) label skew, FedAvg at
+  the paper's settings (lr 0.05, momentum 0.9, batch 32, one epoch, every client every round); after each of
+  ``--fig4-rounds`` rounds the 10 clients' next updates are read without changing anything, and the row is the
+  share of coordinates whose sign agreement is below tau = 0.4.
 
-The warm-up runs checkpoint under ``--out-root`` (default runs/gma_appendix) and resume when killed; finished
-comparisons and convex runs are reloaded. Rows go to results/gma/participation.csv and results/gma/convex.csv
-(+ .json); ``python scripts/gma_table.py`` prints them beside the paper's numbers.
+The FedAvg runs checkpoint under ``--out-root`` (default runs/gma_appendix) and resume when killed; finished
+comparisons, measurements and convex runs are reloaded. Rows go to results/gma/participation.csv, convex.csv and
+fig4.csv (+ .json); ``python scripts/gma_table.py`` prints them beside the paper's numbers.
 """
 from __future__ import annotations
 
@@ -33,9 +37,9 @@ from fltutor import results
 from fltutor.checkpoint import atomic_write_json
 from fltutor.checks import SettingError
 from fltutor.federation import Federation, sweep
-from fltutor.scenarios import GMA_SETTINGS, gma_data, gma_model, participation_round
+from fltutor.scenarios import GMA_SETTINGS, below_tau, gma_data, gma_model, participation_round
 
-TABLES = ("participation", "convex")
+TABLES = ("participation", "convex", "fig4")
 
 
 def check_args(a: argparse.Namespace) -> None:
@@ -46,6 +50,12 @@ def check_args(a: argparse.Namespace) -> None:
                                "compared round (Table 4: 0.5, Table 5: 0.2)")
     if any(w < 1 for w in a.warmups):
         raise SettingError(f"--warmups: got {a.warmups}; each must be a number of FedAvg rounds >= 1")
+    if any(v <= 0 for v in a.alphas):
+        raise SettingError(f"--alphas: got {a.alphas}; Dirichlet concentrations must be > 0 (0.01 very skewed, 100 "
+                           "nearly iid)")
+    if any(t < 0 for t in a.fig4_rounds):
+        raise SettingError(f"--fig4-rounds: got {a.fig4_rounds}; each is a number of FedAvg rounds >= 0 before the "
+                           "updates are read")
     if a.convex_rounds < 10:
         raise SettingError(f"--convex-rounds: got {a.convex_rounds}; the metric is the mean of the last 10 rounds, "
                            "so at least 10")
@@ -121,6 +131,37 @@ def convex(a: argparse.Namespace, out_root: Path) -> list[dict]:
     return rows, datas[0].source
 
 
+def fig4(a: argparse.Namespace, out_root: Path) -> list[dict]:
+    rows, source = [], None
+    for alpha in a.alphas:
+        datas = [gma_data("mnist", "dirichlet", 10, seed=s, alpha=alpha) for s in a.fig4_seeds]
+        source = datas[0].source
+        fed = Federation(gma_model("mnist", datas[0]), datas, "fedavg", runs=[{"seed": s} for s in a.fig4_seeds],
+                         rounds=max(a.fig4_rounds) + 1, client_fraction=1.0, eval_every=max(a.fig4_rounds) + 1,
+                         out_dir=out_root / f"fig4-alpha{alpha:g}-s{'_'.join(map(str, a.fig4_seeds))}",
+                         progress=not a.no_progress, **{k: GMA_SETTINGS[k] for k in
+                                                        ("lr", "momentum", "batch_size", "local_epochs")})
+        for t in sorted(a.fig4_rounds):
+            done = fed.out_dir / f"below-r{t}.json"
+            if done.exists():
+                got = json.loads(done.read_text())
+            else:
+                if fed.round > t:
+                    raise SettingError(f"--fig4-rounds: the run in {fed.out_dir} is at round {fed.round}, past {t}, but "
+                                       f"{done.name} is missing; delete {fed.out_dir} to measure again")
+                fed.run(rounds=t)
+                got = [None if fed.diverged[i] else below_tau(fed, tau=GMA_SETTINGS["tau"], run=i)
+                       for i in range(fed.R)]
+                atomic_write_json(done, got)
+            for s, v in zip(a.fig4_seeds, got):
+                rows.append({"dataset": "mnist", "skew": "dirichlet", "clients": 10, "alpha": alpha, "after_rounds": t,
+                             "lr": GMA_SETTINGS["lr"], "tau": GMA_SETTINGS["tau"], "seed": s,
+                             "metric": "fraction_agreement_below_tau", "value": None if v is None else round(v, 6)})
+                print(f"Fig. 4 alpha {alpha:g}, after {t} rounds, seed {s}: "
+                      + ("diverged" if v is None else f"{100 * v:.1f} % of coordinates below tau"))
+    return rows, source
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tables", nargs="+", default=list(TABLES), choices=TABLES)
@@ -131,6 +172,9 @@ def main(argv=None) -> None:
     ap.add_argument("--convex-seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--convex-lrs", type=float, nargs="+", default=[0.01, 0.5])
     ap.add_argument("--convex-rounds", type=int, default=500)
+    ap.add_argument("--alphas", type=float, nargs="+", default=[0.01, 0.1, 1.0, 10.0, 100.0])
+    ap.add_argument("--fig4-seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--fig4-rounds", type=int, nargs="+", default=[2, 5])
     ap.add_argument("--out-root", default="runs/gma_appendix")
     ap.add_argument("--results-dir", default=str(Path(results.RESULTS_DIR) / "gma"))
     ap.add_argument("--no-write", action="store_true")
@@ -140,12 +184,12 @@ def main(argv=None) -> None:
     command = " ".join(["python scripts/gma_appendix.py", *(sys.argv[1:] if argv is None else argv)])
     for table in a.tables:
         t0 = time.time()
-        rows, source = (participation if table == "participation" else convex)(a, Path(a.out_root))
+        rows, source = {"participation": participation, "convex": convex, "fig4": fig4}[table](a, Path(a.out_root))
         whole = "full data" if source == "torchvision" else f"{source} data, not the full datasets"
         meta = results.provenance(command=command, wall_s=time.time() - t0, data_source=source,
-                                  scale=whole + (f", warm-ups of {a.warmups} FedAvg rounds"
-                                                       if table == "participation" else
-                                                       f", {a.convex_rounds} rounds"))
+                                  scale=whole + {"participation": f", warm-ups of {a.warmups} FedAvg rounds",
+                                                 "convex": f", {a.convex_rounds} rounds",
+                                                 "fig4": f", after {a.fig4_rounds} FedAvg rounds"}[table])
         if not a.no_write:
             print("wrote", *results.write_table(Path(a.results_dir), table, rows, meta))
 

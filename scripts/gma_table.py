@@ -15,7 +15,7 @@ server_rate.csv (scripts/gma_server_rate.py) is printed as Tables 2-3 are. table
 run's test accuracy per round) gives, seed by seed, the best by rounds 15 and 50, the best, the last round's
 accuracy and the first round at 80 % or more: how much of a "best" is an early lead or one peak of a swinging curve.
 quick_seeds.csv (scripts/gma_quick_seeds.py): notebook 03's quick grid over more seeds, per data source and server rate.
-participation.csv and convex.csv (scripts/gma_appendix.py): Tables 4-5 and App. E on all the data, beside the paper's.
+participation.csv, convex.csv and fig4.csv (scripts/gma_appendix.py): Tables 4-5, App. E and Fig. 4 on all the data.
 """
 from __future__ import annotations
 
@@ -329,6 +329,22 @@ def print_convex(rows: list[dict], meta: dict) -> None:
               f"{show(*cell(best, (*key, 'AVG')))} | {show(*cell(best, (*key, 'GMA')))} | {paper} |")
 
 
+def print_fig4(rows: list[dict], meta: dict) -> None:
+    """Fig. 4 (scripts/gma_appendix.py): the share of coordinates whose sign agreement is below tau, per Dirichlet
+    alpha and rounds trained, as mean ± sd over seeds (the paper draws it as a falling curve, without numbers)."""
+    st = with_diverged(rows, ["alpha", "after_rounds"], "fraction_agreement_below_tau")
+    print(*results.provenance_comments(meta), sep="\n")
+    rounds = sorted({k[1] for k in st})
+    print("| Dirichlet α | " + " | ".join(f"below τ after {t} rounds (%)" for t in rounds) + " | seeds |")
+    print("|---|" + "---|" * len(rounds) + "---|")
+    for alpha in sorted({k[0] for k in st}):
+        cells = []
+        for t in rounds:
+            m, sd, n, note = cell(st, (alpha, t))
+            cells.append(show(None if m is None else 100 * m, None if sd is None else 100 * sd, n, note))
+        print(f"| {alpha:g} | " + " | ".join(cells) + f" | {max(cell(st, (alpha, t))[2] for t in rounds)} |")
+
+
 # (table, heading, printer), in the order they are printed
 SECTIONS = (("table10", "Table 10", print_table10),
             ("table10_momentum0", "Table 10's grid at client momentum 0 (the paper's is 0.9): configs/03_table10_reduced.yaml "
@@ -347,7 +363,9 @@ SECTIONS = (("table10", "Table 10", print_table10),
             ("participation", "Tables 4-5: one round with 5 or 2 of 10 FMNIST clients, AVG vs GMA from the same "
                               "state (scripts/gma_appendix.py)", print_participation),
             ("convex", "Appendix E: logistic regression on MNIST, one full-batch step per client and round "
-                       "(scripts/gma_appendix.py)", print_convex))
+                       "(scripts/gma_appendix.py)", print_convex),
+            ("fig4", "Fig. 4: sign agreement falls with heterogeneity, MNIST over 10 Dirichlet-skewed clients "
+                     "(scripts/gma_appendix.py)", print_fig4))
 
 
 def main() -> None:

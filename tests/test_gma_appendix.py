@@ -117,3 +117,40 @@ def test_gma_table_prints_tables_4_5_and_the_convex_case_by_hand(tmp_path, capsy
     assert "| paper, Table 4 (50%) | ? | 3 | 86.97 | 89.07 | +2.10 |" in out
     # a seed that diverged is said, not averaged away; the lead then is not computed
     assert "| label | 0.5 | 500 | 2 | 90.50 ± 0.71 | 1 of 2 diverged | — | — |" in out and "87.0 / 88.5 (+1.50)" in out
+
+
+def test_below_tau_is_the_share_of_coordinates_the_clients_disagree_on():
+    from fltutor.scenarios import below_tau
+    warm = _warm(seeds=(0, 1), fraction=1.0, rounds=1)
+    for run in (0, 1):
+        msgs = warm.intercept(list(range(10)), run=run)
+        # by hand: the per-client update vectors, their signs' mean, and how often its size is below tau
+        ups = np.stack([np.concatenate([(msgs[k][p] - warm.global_params[p][run]).numpy().ravel() for p in sorted(msgs[k])])
+                        for k in range(10)])
+        a = np.abs(np.sign(ups).mean(0))
+        for tau in (0.0, 0.4, 1.0):
+            assert below_tau(warm, tau=tau, run=run) == pytest.approx(float((a < tau).mean()), abs=1e-6)  # < one coordinate
+    assert below_tau(warm, tau=0.0) == 0.0 and warm.round == 1   # nothing is below 0, and nothing trained
+
+
+def test_the_fig4_table_runs_on_stand_in_data_and_prints(appx, monkeypatch, tmp_path, capsys):
+    tr, te = fdata.standin("mnist", 300, seed=0), fdata.standin("mnist", 100, train=False, seed=0)
+    real = appx.gma_data
+    monkeypatch.setattr(appx, "gma_data", lambda ds, skew, n, *, seed, **kw: real(ds, skew, n, seed=seed, train_set=tr,
+                                                                                  test_set=te, **kw))
+    args = ["--tables", "fig4", "--alphas", "0.1", "100", "--fig4-seeds", "0", "1", "--fig4-rounds", "0", "1",
+            "--out-root", str(tmp_path / "runs"), "--results-dir", str(tmp_path / "res"), "--no-progress"]
+    appx.main(args)
+    from fltutor import results
+    from test_results import run_script
+    rows, _ = results.read_table(tmp_path / "res", "fig4")
+    assert len(rows) == 2 * 2 * 2 and all(0 <= r["value"] <= 1 for r in rows)
+    monkeypatch.setattr(appx, "below_tau", lambda *a, **k: pytest.fail("measured again"))
+    appx.main(args)                                    # reloads every measurement
+    assert results.read_table(tmp_path / "res", "fig4")[0] == rows
+    capsys.readouterr()
+    run_script(monkeypatch, "gma_table", tmp_path / "res")
+    out = capsys.readouterr().out
+    assert "| Dirichlet α | below τ after 0 rounds (%) | below τ after 1 rounds (%) | seeds |" in out
+    m = np.mean([100 * r["value"] for r in rows if r["alpha"] == 0.1 and r["after_rounds"] == 1])
+    assert f"| 0.1 | " in out and f"{m:.2f} ± " in out
