@@ -40,6 +40,9 @@ from fltutor.federation import Federation, sweep
 from fltutor.scenarios import GMA_SETTINGS, below_tau, gma_data, gma_model, participation_round
 
 TABLES = ("participation", "convex", "fig4")
+# the warm FedAvg runs are set up for this many rounds whatever --warmups asks, so that a later call with a longer
+# warm-up resumes the same run (its checkpoint is keyed by its settings, rounds among them)
+WARM_ROUNDS = 200
 
 
 def check_args(a: argparse.Namespace) -> None:
@@ -48,8 +51,9 @@ def check_args(a: argparse.Namespace) -> None:
         if any(not 0 < f < 1 for f in vals):
             raise SettingError(f"{name}: got {vals}; each must lie in (0, 1): the share of the 10 clients in the "
                                "compared round (Table 4: 0.5, Table 5: 0.2)")
-    if any(w < 1 for w in a.warmups):
-        raise SettingError(f"--warmups: got {a.warmups}; each must be a number of FedAvg rounds >= 1")
+    if any(not 1 <= w < WARM_ROUNDS for w in a.warmups):
+        raise SettingError(f"--warmups: got {a.warmups}; each must be a number of FedAvg rounds from 1 to "
+                           f"{WARM_ROUNDS - 1}")
     if any(v <= 0 for v in a.alphas):
         raise SettingError(f"--alphas: got {a.alphas}; Dirichlet concentrations must be > 0 (0.01 very skewed, 100 "
                            "nearly iid)")
@@ -70,8 +74,8 @@ def participation(a: argparse.Namespace, out_root: Path) -> list[dict]:
     for frac in a.fractions:
         folder = out_root / f"participation-f{frac:g}-lr{a.lr:g}-s{'_'.join(map(str, a.seeds))}"
         warm = Federation(gma_model("fashionmnist", datas[0]), datas, "fedavg", runs=[{"seed": s} for s in a.seeds],
-                          rounds=max(a.warmups) + 1, client_fraction=frac, local_epochs=3, batch_size=32, lr=a.lr,
-                          momentum=GMA_SETTINGS["momentum"], eval_every=max(a.warmups) + 1, out_dir=folder / "warm",
+                          rounds=WARM_ROUNDS, client_fraction=frac, local_epochs=3, batch_size=32, lr=a.lr,
+                          momentum=GMA_SETTINGS["momentum"], eval_every=WARM_ROUNDS, out_dir=folder / "warm",
                           checkpoint_every=1, progress=not a.no_progress)
         for w in sorted(a.warmups):
             done = folder / f"compare-w{w}.json"

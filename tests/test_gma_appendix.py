@@ -63,6 +63,7 @@ def appx(load_script):
 @pytest.mark.parametrize("args, match", [
     (["--fractions", "1.0"], "--fractions.*0, 1"),
     (["--warmups", "0"], "--warmups"),
+    (["--warmups", "10", "200"], "--warmups.*1 to 199"),
     (["--convex-rounds", "5"], "--convex-rounds.*at least 10"),
     (["--convex-lrs", "0"], "--convex-lrs.*> 0"),
 ])
@@ -89,10 +90,19 @@ def test_the_script_writes_tidy_rows_and_reloads_a_finished_comparison(appx, mon
     # a second call reloads both comparisons: it trains nothing, and writes the same numbers
     saved = sorted((tmp_path / "runs").rglob("compare-w*.json"))
     assert len(saved) == 2 and all(len(json.loads(p.read_text())) == 2 for p in saved)
+    real_round = appx.participation_round
     monkeypatch.setattr(appx, "participation_round", lambda *a, **k: pytest.fail("compared again"))
     appx.main(args)
     again, _ = results.read_table(tmp_path / "res", "participation")
     assert again == rows
+    # a longer warm-up later resumes the same warm run at round 2: it trains one round more, not three
+    from fltutor.checkpoint import REUSED
+    monkeypatch.setattr(appx, "participation_round", real_round)
+    before = REUSED["rounds_resumed"]
+    appx.main([*args[:args.index("--warmups") + 3], "3", *args[args.index("--warmups") + 3:]])
+    assert REUSED["rounds_resumed"] - before == 2 * 2   # 2 seeds x 2 rounds done before
+    longer, _ = results.read_table(tmp_path / "res", "participation")
+    assert [r for r in longer if r["warmup_rounds"] < 3] == rows and {r["warmup_rounds"] for r in longer} == {1, 2, 3}
 
 
 def test_gma_table_prints_tables_4_5_and_the_convex_case_by_hand(tmp_path, capsys, monkeypatch):
