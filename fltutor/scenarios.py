@@ -4,7 +4,8 @@
   (unimodal / multimodal splits) and ``WAFFLE_IBP_SETTINGS`` (model and lr per dataset).
 - GMA (Tenison et al., TMLR 2023, Table 1): ``gma_data`` (label, iid, quantity skew, FedCMNIST
   feature and mixed skew, and the Dirichlet label skew of its Figure 4), ``GMA_SETTINGS`` and
-  ``gma_model``; ``colour_agreement`` measures FedCMNIST's colour-label correlation.
+  ``gma_model``; ``colour_agreement`` measures FedCMNIST's colour-label correlation; ``below_tau`` (Fig. 4)
+  and ``participation_round`` (Tables 4-5) are measurements that notebook 03 and scripts/gma_appendix.py share.
 - Weighted-averaging WAFFLE (Beaussart et al. 2021, sec. 3): ``waffle_weighted_data``, ten
   agents with the rotated distributions A, B, C, A*, B* of ``partition.DISTRIBUTIONS``, and
   Weight Erosion's penalties ``WE_PENALTY_MNIST`` / ``WE_PENALTY_CIFAR`` (Table 3), by dataset ``WE_PENALTY``.
