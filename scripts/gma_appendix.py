@@ -48,10 +48,9 @@ WARM_ROUNDS = 200
 
 def check_args(a: argparse.Namespace) -> None:
     """Bad settings fail here, before any training, naming the setting, the value and what is allowed."""
-    for name, vals in (("--fractions", a.fractions),):
-        if any(not 0 < f < 1 for f in vals):
-            raise SettingError(f"{name}: got {vals}; each must lie in (0, 1): the share of the 10 clients in the "
-                               "compared round (Table 4: 0.5, Table 5: 0.2)")
+    if any(not 0 < f < 1 for f in a.fractions):
+        raise SettingError(f"--fractions: got {a.fractions}; each must lie in (0, 1): the share of the 10 clients in "
+                           "the compared round (Table 4: 0.5, Table 5: 0.2)")
     if any(not 1 <= w < WARM_ROUNDS for w in a.warmups):
         raise SettingError(f"--warmups: got {a.warmups}; each must be a number of FedAvg rounds from 1 to "
                            f"{WARM_ROUNDS - 1}")
@@ -69,7 +68,7 @@ def check_args(a: argparse.Namespace) -> None:
             raise SettingError(f"{name}: got {vals}; learning rates must be > 0")
 
 
-def participation(a: argparse.Namespace, out_root: Path) -> list[dict]:
+def participation(a: argparse.Namespace, out_root: Path) -> tuple[list[dict], str]:
     datas = [gma_data("fashionmnist", "label", 10, seed=s) for s in a.seeds]
     rows = []
     for frac in a.fractions:
@@ -108,7 +107,7 @@ def participation(a: argparse.Namespace, out_root: Path) -> list[dict]:
     return rows, datas[0].source
 
 
-def convex(a: argparse.Namespace, out_root: Path) -> list[dict]:
+def convex(a: argparse.Namespace, out_root: Path) -> tuple[list[dict], str]:
     rows = []
     for skew in ("iid", "label"):
         datas = [gma_data("mnist", skew, 50, seed=s) for s in a.convex_seeds]
@@ -136,7 +135,7 @@ def convex(a: argparse.Namespace, out_root: Path) -> list[dict]:
     return rows, datas[0].source
 
 
-def fig4(a: argparse.Namespace, out_root: Path) -> list[dict]:
+def fig4(a: argparse.Namespace, out_root: Path) -> tuple[list[dict], str]:
     rows, source = [], None
     for alpha in a.alphas:
         datas = [gma_data("mnist", "dirichlet", 10, seed=s, alpha=alpha) for s in a.fig4_seeds]
