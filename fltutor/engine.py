@@ -464,21 +464,38 @@ def _slice(tree, lo, hi):
     return tree[lo:hi]
 
 
+def eval_chunk(model: nn.Module, device) -> int:
+    """How many samples evaluation puts through one forward pass: 512 on a CPU, 20,000 elsewhere.
+
+    On a CPU a block of a few hundred LeNet-5 images stays in the cache and scores about twice
+    as fast per image as 20,000 at once (benchmarks/eval_chunk.py); an accelerator wants large
+    blocks. A model whose output depends on the rest of its batch (batch norm without running
+    statistics, ``ResNet18``) always gets 20,000, so that its accuracy means the same on every
+    device (see ``ResNet18``'s docstring). Any other model gives the same predictions at any
+    chunk size, up to rounding."""
+    batch_dependent = any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules())
+    return 512 if torch.device(device).type == "cpu" and not batch_dependent else 20000
+
+
 def row_losses(model: nn.Module, params: Params, x: Tensor, y: Tensor, parts: Sequence[Tensor], *inputs,
-               chunk_samples: int = 20000) -> Tensor:
-    """Mean loss of row r's model (params (P, ...)) on x[parts[r]], (P,) float64 (q-FFL's F_k)."""
+               chunk_samples: int | None = None) -> Tensor:
+    """Mean loss of row r's model (params (P, ...)) on x[parts[r]], (P,) float64 (q-FFL's F_k).
+    ``chunk_samples``: samples per forward pass (None: ``eval_chunk``)."""
+    chunk_samples = chunk_samples or eval_chunk(model, x.device)
     _, loss = _per_row(model, params, True, x, y, parts, inputs, chunk_samples)
     sizes = torch.tensor([len(p) for p in parts], dtype=torch.float64, device=x.device)
     return loss / sizes
 
 
 def client_accuracy(model: nn.Module, params: Params, x: Tensor, y: Tensor, parts: Sequence[Tensor], *inputs,
-                    per_client: bool, chunk_samples: int = 20000) -> Tensor:
+                    per_client: bool, chunk_samples: int | None = None) -> Tensor:
     """Accuracy (%) of each client's model on its own samples x[parts[k]], (N,) float64.
 
     ``per_client``: params are stacked (N, ...), one model per client; else one shared model.
     ``inputs``: extra per-client model inputs (N, ...), e.g. each client's factor selection.
+    ``chunk_samples``: samples per forward pass (None: ``eval_chunk``).
     """
+    chunk_samples = chunk_samples or eval_chunk(model, x.device)
     sizes = torch.tensor([len(p) for p in parts], dtype=torch.float64, device=x.device)
     if not per_client and not inputs:  # one model: a single pass over every client's samples
         idx = torch.cat([torch.as_tensor(p, dtype=torch.long).cpu() for p in parts]).to(x.device)

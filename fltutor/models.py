@@ -166,12 +166,12 @@ class ResNet18(nn.Module):
     in training and at evaluation alike, normalises by the current batch's statistics, and
     evaluation depends on how the evaluation batch is composed. In fltutor (``engine``):
     the global accuracy puts the whole test split through as one batch (``client_accuracy``
-    -> ``evaluate(batch_size=chunk_samples=20000)``; CIFAR-10 has 10,000 test images), so each
-    test image is normalised with the statistics of the whole class-balanced test split
-    (transductive, but independent of order); a shared model's local accuracy puts all
-    clients' local test samples through together, in client order, 20,000 per batch; a
-    per-client model (or one with extra inputs, ``_per_row``) sees one batch of its client's
-    own local test set (label-skewed under non-iid splits), padded to the largest client's size
+    -> ``evaluate``; ``engine.eval_chunk`` gives a model with batch norm 20,000 samples a pass on
+    every device, and CIFAR-10 has 10,000 test images), so each test image is normalised with
+    the statistics of the whole class-balanced test split (transductive, but independent of order);
+    a shared model's local accuracy puts all clients' local test samples through together, in
+    client order, 20,000 per batch; a per-client model (or one with extra inputs, ``_per_row``)
+    sees one batch of its client's own local test set (label-skewed under non-iid splits), padded to the largest client's size
     with copies of sample 0, which enter the statistics too. In training, a client's short last
     batch is padded the same way (``Batches``: padding is sample 0 with loss weight 0), which
     changes the real samples' statistics, so the engine no longer matches ``train_client``.

@@ -407,6 +407,28 @@ def test_client_accuracy_and_row_losses_equal_a_slow_loop(per_client, with_input
         assert losses.tolist() == pytest.approx(slow_loss, rel=1e-10)
 
 
+def test_eval_chunk_is_small_on_a_cpu_only_for_models_that_score_samples_independently():
+    lenet, bn, gn = (make_model(n, seed=0) for n in ("lenet5", "resnet18_bn", "resnet18_gn"))
+    assert engine.eval_chunk(lenet, "cpu") == 512 and engine.eval_chunk(gn, torch.device("cpu")) == 512
+    assert engine.eval_chunk(bn, "cpu") == 20000                 # batch statistics: the whole split in one pass
+    assert engine.eval_chunk(lenet, torch.device("cuda")) == 20000
+
+
+def test_chunked_accuracy_equals_one_forward_pass_of_every_sample():
+    # 1,300 samples: the CPU's default 512 takes three passes, the last one short
+    g = torch.Generator().manual_seed(5)
+    model = make_model("lenet5", seed=1)
+    x, y = torch.randn(1300, 1, 28, 28, generator=g), torch.randint(0, 10, (1300,), generator=g)
+    parts = [torch.arange(0, 700), torch.arange(700, 1300)]
+    with torch.no_grad():
+        hits = (model(x).argmax(1) == y).double()
+    ref = [100 * hits[p].mean().item() for p in parts]
+    params = get_params(model)
+    for per_client, ps in ((False, params), (True, {k: torch.stack([v, v]) for k, v in params.items()})):
+        got = client_accuracy(model, ps, x, y, parts, per_client=per_client)
+        assert got.tolist() == pytest.approx(ref, abs=1e-9)
+
+
 def test_forward_and_row_loss_equal_per_row_calls():
     model, x, y, parts, stacked, gates = _eval_setup()
     xb = torch.stack([x[p[:1]] for p in parts])                               # (P, 1, 12)
