@@ -159,11 +159,19 @@ def notebook_for_config(path: str) -> str:
     return stem[:2]
 
 
+def _papermill():
+    """papermill, or a CLIError saying how to get it (the run command needs Jupyter's stack)."""
+    try:
+        import papermill as pm
+    except ImportError as err:
+        raise CLIError(f"papermill cannot be imported ({err}) by {sys.executable}; install the notebook stack "
+                       "with `pip install -r requirements.txt`, or activate the environment that has it") from None
+    return pm
+
+
 def notebook_parameters(nb: Path) -> dict[str, dict]:
     """The parameters cell's names, each with its inferred type name and default (papermill)."""
-    import papermill as pm
-
-    return pm.inspect_notebook(str(nb))
+    return _papermill().inspect_notebook(str(nb))
 
 
 # ---- checking parameters -------------------------------------------------------------------------
@@ -405,7 +413,7 @@ def cmd_run(args) -> int:
         return 0
     names, given = gather_parameters(args)
     plan = plan_parameters(find_notebooks(names), given)
-    import papermill as pm
+    pm = _papermill()
 
     kernel_environment()
     os.environ["FLTUTOR_COMMAND"] = "python -m fltutor " + " ".join(sys.argv[1:])   # for results/ provenance

@@ -82,6 +82,15 @@ def test_run_help_with_a_notebook_lists_its_parameters(capsys, no_kernel):
         assert spec["inferred_type_name"] in line and str(spec["default"]) in line
 
 
+def test_run_without_papermill_says_how_to_get_it(capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "papermill", None)   # `import papermill` now raises ImportError
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["run", str(FIXTURE), "--help"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "papermill cannot be imported" in err and "pip install -r requirements.txt" in err
+
+
 @pytest.mark.parametrize("nb", sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")), ids=lambda p: p.name[:2])
 def test_papermill_reads_every_parameter_the_cell_assigns(nb):
     # Python's own parser is the reference: papermill's line regex drops a parameter (with only a

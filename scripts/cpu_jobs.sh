@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# Full-protocol runs on this machine's CPU as background jobs that outlive the shell and resume where they stopped.
+#
+#   scripts/cpu_jobs.sh start TAG JOBS_FILE   # pin the code, start one background chain per stream
+#   scripts/cpu_jobs.sh status TAG            # what finished, what runs, each job's last round
+#   scripts/cpu_jobs.sh stop TAG              # stop every chain of TAG (a job resumes from its last checkpoint)
+#
+# JOBS_FILE has configs/gpu/next_lease.txt's format, one job per line: `STREAM NAME fltutor-run-args`, where the
+# args name `-p results_dir /tmp/res/STREAM/<paper>`. The streams run at once, one CPU thread each (two streams
+# on this 2-core machine); a stream's jobs run in order. STREAMS="s4 s7" starts only those streams.
+#
+# Everything of TAG lives under runs/bg/TAG/ (ignored by git, kept between sessions): wt/ a git worktree of the
+# commit that started TAG, so that a later `start TAG` runs the same code and its checkpoints resume (a run's
+# cells are keyed by a hash of the package source: edited code would start them over); runs/NAME the job's
+# checkpoints (run_root); res/NAME/<paper> its tables (results_dir, rewritten from /tmp/res/STREAM/); logs/NAME.log;
+# done, the jobs that finished. `start TAG` again (after `stop`, a reboot or a new session) skips the finished
+# jobs and resumes the others from their last checkpoint (every 10 rounds by default). Bring tables home with
+# `python -m fltutor merge runs/bg/TAG/res/NAME/<paper>`. FLTUTOR_DATA must point at the full datasets.
+# DRY=1 prints each job's command instead of running it; CPU_JOBS_DIR moves runs/bg elsewhere.
+set -u
+here=$(cd "$(dirname "$0")/.." && pwd)
+root=${CPU_JOBS_DIR:-$here/runs/bg}   # where each TAG's folder goes
+
+usage() { echo "usage: $0 start TAG JOBS_FILE | status TAG | stop TAG" >&2; exit 2; }
+
+check_tag() {
+    [[ "$1" =~ ^[A-Za-z0-9._-]+$ ]] || { echo "TAG: '$1' must be letters, digits, '.', '_' or '-'" >&2; exit 2; }
+}
+
+start() {
+    local tag=$1 jobs=$2 bg="$root/$1" s streams
+    [ -f "$jobs" ] || { echo "JOBS_FILE: no file '$jobs'" >&2; exit 2; }
+    [ -n "${FLTUTOR_DATA:-}" ] || [ -n "${DRY:-}" ] || {
+        echo "FLTUTOR_DATA is unset: point it at the full datasets (torchvision's layout) for full-protocol runs" >&2; exit 2; }
+    [ -n "${DRY:-}" ] || python -c "import papermill, torch, fltutor" 2> /dev/null || {
+        echo "python: '$(command -v python)' cannot import papermill, torch and fltutor; activate the environment of requirements.txt first" >&2
+        exit 2; }
+    streams=${STREAMS:-$(awk 'NF && $1 !~ /^#/ {print $1}' "$jobs" | awk '!seen[$0]++')}
+    [ -n "$streams" ] || { echo "JOBS_FILE: '$jobs' has no job lines (STREAM NAME ARGS...)" >&2; exit 2; }
+    mkdir -p "$bg/logs" "$bg/pids"
+    for s in $streams; do
+        if [ -f "$bg/pids/$s" ] && kill -0 -- "-$(cat "$bg/pids/$s")" 2> /dev/null; then
+            echo "stream $s of $tag is running already (process group $(cat "$bg/pids/$s")); stop it first" >&2; exit 2
+        fi
+    done
+    if [ ! -d "$bg/wt" ] && [ -z "${DRY:-}" ]; then
+        git -C "$here" worktree add -q --detach "$bg/wt" HEAD || exit 1
+    fi
+    [ -d "$bg/wt" ] && echo "$tag runs commit $(git -C "$bg/wt" rev-parse --short HEAD) ($bg/wt)"
+    cp "$jobs" "$bg/jobs.txt.tmp" && mv "$bg/jobs.txt.tmp" "$bg/jobs.txt"   # the list as started, for status
+    for s in $streams; do
+        if [ -n "${DRY:-}" ]; then chain "$bg" "$s"; continue; fi
+        setsid bash "$0" _chain "$bg" "$s" > /dev/null 2>&1 < /dev/null &
+        echo "$!" > "$bg/pids/$s"
+        echo "stream $s started (process group $!; log $bg/logs/chain-$s.log)"
+    done
+}
+
+chain() {   # the jobs of one stream, in order; runs in its own process group
+    local bg=$1 s=$2 line first name args t rc
+    while IFS= read -r line; do
+        read -r first name args <<< "$line"
+        [ "$first" = "$s" ] && [ -n "$name" ] || continue
+        if grep -qxF "$name" "$bg/done" 2> /dev/null; then echo "[$s] $name finished earlier"; continue; fi
+        args=${args//\/tmp\/res\/$s\//$bg\/res\/$name\/}
+        local cmd="python -m fltutor run $args -p run_root $bg/runs/$name --out $bg/nb/$name --no-progress"
+        if [ -n "${DRY:-}" ]; then echo "$cmd"; continue; fi
+        t=$(date +%s)
+        echo "$(date -u +%FT%TZ) [$s] start $name" >> "$bg/logs/chain-$s.log"
+        (cd "$bg/wt" && eval "PYTHONPATH=$bg/wt OMP_NUM_THREADS=1 MPLBACKEND=Agg $cmd") > "$bg/logs/$name.log" 2>&1
+        rc=$?
+        [ $rc -eq 0 ] && echo "$name" >> "$bg/done"
+        echo "$(date -u +%FT%TZ) [$s] $name rc=$rc $(( $(date +%s) - t )) s" >> "$bg/logs/chain-$s.log"
+        [ $rc -eq 0 ] || [ $rc -eq 3 ] || break   # 3: a run diverged (reported in its table); anything else stops
+    done < "$bg/jobs.txt"
+}
+
+status() {
+    local bg="$root/$1" f pid
+    [ -d "$bg" ] || { echo "TAG: no $bg" >&2; exit 2; }
+    for f in "$bg"/pids/*; do
+        [ -e "$f" ] || continue
+        pid=$(cat "$f")
+        if kill -0 -- "-$pid" 2> /dev/null; then echo "stream $(basename "$f"): running"; else echo "stream $(basename "$f"): stopped"; fi
+    done
+    echo "finished: $(cat "$bg/done" 2> /dev/null | tr '\n' ' ')"
+    python3 - "$bg" <<'EOF'
+import json, pathlib, sys
+for ck in sorted(pathlib.Path(sys.argv[1], "runs").glob("*/**/checkpoint.json")):
+    try:
+        rnd = json.loads(ck.read_text()).get("round")
+    except ValueError:
+        rnd = "?"
+    print(f"  {ck.parent.relative_to(sys.argv[1])}: round {rnd}")
+EOF
+    tail -n 3 "$bg"/logs/chain-*.log 2> /dev/null
+}
+
+stop() {
+    local bg="$root/$1" f
+    [ -d "$bg" ] || { echo "TAG: no $bg" >&2; exit 2; }
+    for f in "$bg"/pids/*; do
+        [ -e "$f" ] || continue
+        kill -- "-$(cat "$f")" 2> /dev/null && echo "stopped stream $(basename "$f")"
+    done
+    sleep 5   # papermill shuts its kernel down; one left behind (its own session) is found by its PYTHONPATH
+    for f in /proc/[0-9]*/environ; do
+        if tr '\0' '\n' < "$f" 2> /dev/null | grep -qxF "PYTHONPATH=$bg/wt"; then
+            f=${f%/environ}; kill "${f#/proc/}" 2> /dev/null && echo "stopped process ${f#/proc/} (a kernel of $1)"
+        fi
+    done
+    return 0
+}
+
+case "${1:-}" in
+    start) [ $# -eq 3 ] || usage; check_tag "$2"; start "$2" "$3" ;;
+    status) [ $# -eq 2 ] || usage; check_tag "$2"; status "$2" ;;
+    stop) [ $# -eq 2 ] || usage; check_tag "$2"; stop "$2" ;;
+    _chain) chain "$2" "$3" ;;
+    *) usage ;;
+esac

@@ -1,0 +1,63 @@
+"""scripts/cpu_jobs.sh: which commands a jobs file becomes (DRY=1), and its errors on bad input."""
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "scripts" / "cpu_jobs.sh"
+JOBS = """# a comment line
+s4 a -f configs/03_table10.yaml -p lr_grid '{"lr": [0.001]}' -p results_dir /tmp/res/s4/gma
+s7 b -f configs/03_table10.yaml -p momentum 0 -p results_dir /tmp/res/s7/gma
+
+s4 c -f configs/04_fig5.yaml -p seeds '[1]' -p results_dir /tmp/res/s4/waffle_weighted
+"""
+
+
+def _run(tmp_path, *args, **env):
+    e = {**os.environ, "CPU_JOBS_DIR": str(tmp_path / "bg"), "DRY": "1", **env}
+    return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, env=e, timeout=60)
+
+
+def test_each_job_gets_its_own_results_checkpoints_and_output_folders(tmp_path):
+    (tmp_path / "jobs.txt").write_text(JOBS)
+    proc = _run(tmp_path, "start", "t1", str(tmp_path / "jobs.txt"))
+    assert proc.returncode == 0, proc.stderr
+    bg = tmp_path / "bg" / "t1"
+    cmds = [line for line in proc.stdout.splitlines() if line.startswith("python -m fltutor run")]
+    assert cmds == [   # stream s4's two jobs in file order, then s7's; /tmp/res/STREAM/ becomes the job's own folder
+        f"python -m fltutor run -f configs/03_table10.yaml -p lr_grid '{{\"lr\": [0.001]}}' -p results_dir "
+        f"{bg}/res/a/gma -p run_root {bg}/runs/a --out {bg}/nb/a --no-progress",
+        f"python -m fltutor run -f configs/04_fig5.yaml -p seeds '[1]' -p results_dir {bg}/res/c/waffle_weighted "
+        f"-p run_root {bg}/runs/c --out {bg}/nb/c --no-progress",
+        f"python -m fltutor run -f configs/03_table10.yaml -p momentum 0 -p results_dir {bg}/res/b/gma "
+        f"-p run_root {bg}/runs/b --out {bg}/nb/b --no-progress"]
+
+
+def test_a_finished_job_is_skipped_and_streams_can_be_picked(tmp_path):
+    (tmp_path / "jobs.txt").write_text(JOBS)
+    (tmp_path / "bg" / "t2").mkdir(parents=True)
+    (tmp_path / "bg" / "t2" / "done").write_text("a\n")
+    proc = _run(tmp_path, "start", "t2", str(tmp_path / "jobs.txt"), STREAMS="s4")
+    assert proc.returncode == 0, proc.stderr
+    assert "[s4] a finished earlier" in proc.stdout
+    runs = [line.split("run_root ")[1].split()[0] for line in proc.stdout.splitlines() if "run_root" in line]
+    assert [Path(r).name for r in runs] == ["c"]   # not a (done), not b (stream s7)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["start", "a b", "x"], "TAG: 'a b' must be letters"),
+    (["start", "t3", "/nonexistent/jobs.txt"], "JOBS_FILE: no file"),
+    (["status", "never-started"], "TAG: no "),
+    (["launch", "t3"], "usage:"),
+])
+def test_bad_input_is_named(tmp_path, args, message):
+    proc = _run(tmp_path, *args)
+    assert proc.returncode == 2 and message in proc.stderr
+
+
+def test_a_jobs_file_without_jobs_is_refused(tmp_path):
+    (tmp_path / "jobs.txt").write_text("# only comments\n\n")
+    proc = _run(tmp_path, "start", "t4", str(tmp_path / "jobs.txt"))
+    assert proc.returncode == 2 and "has no job lines" in proc.stderr
