@@ -318,6 +318,31 @@ def print_summary(results: dict[str, Path]) -> None:
 
 
 # ---- pages to read without running ---------------------------------------------------------------
+def slowest_sections(executed: Path, n: int = 3) -> list[tuple[str, float, float]]:
+    """The n sections of an executed notebook that took longest: (heading, seconds, share of all cells' time).
+
+    A section is a markdown heading and the code cells up to the next heading; the times are papermill's
+    start and end stamps in each cell's metadata."""
+    from datetime import datetime
+
+    nb = json.loads(Path(executed).read_text())
+    took, heading = {}, "(before the first heading)"
+    for cell in nb.get("cells", []):
+        src = "".join(cell.get("source", ""))
+        if cell.get("cell_type") == "markdown":
+            first = next((line for line in src.splitlines() if line.startswith("#")), None)
+            if first:
+                heading = first.lstrip("#").strip()
+            continue
+        stamp = cell.get("metadata", {}).get("papermill", {})
+        if stamp.get("start_time") and stamp.get("end_time"):
+            start, end = (datetime.fromisoformat(stamp[k].replace("Z", "+00:00")) for k in ("start_time", "end_time"))
+            took[heading] = took.get(heading, 0.0) + (end - start).total_seconds()
+    total = sum(took.values())
+    ranked = sorted(took.items(), key=lambda kv: -kv[1])[:n]
+    return [(h, t, t / total if total else 0.0) for h, t in ranked]
+
+
 def write_html(executed: Path) -> Path | None:
     """The executed notebook as a standalone HTML page beside it (nbconvert's lab template; figures
     are embedded PNG images). None, with a note, where nbconvert is not installed (a bare GPU box with
@@ -433,6 +458,9 @@ def cmd_run(args) -> int:
             if (nb_out / nb.name).exists() and (page := write_html(nb_out / nb.name)):
                 pages[nb.stem] = page
         print(f"[fltutor] {nb.name} done in {time.time() - t:.0f}s", flush=True)
+        if (nb_out / nb.name).exists() and (slow := slowest_sections(nb_out / nb.name)):
+            print("[fltutor] slowest sections: " + "; ".join(f"{h} {sec:.0f}s ({share:.0%})" for h, sec, share in slow),
+                  flush=True)
         results[nb.stem] = nb_out / "results.json"
     index = write_index(out, pages, results)
     print(f"[fltutor] pages to read: {index}", flush=True)

@@ -82,6 +82,23 @@ def test_run_help_with_a_notebook_lists_its_parameters(capsys, no_kernel):
         assert spec["inferred_type_name"] in line and str(spec["default"]) in line
 
 
+def test_slowest_sections_add_up_each_headings_cells(tmp_path):
+    def code(start, end):
+        return {"cell_type": "code", "source": "x = 1", "metadata": {"papermill": {
+            "start_time": f"2026-11-27T10:00:{start:06.3f}Z", "end_time": f"2026-11-27T10:00:{end:06.3f}Z"}}}
+    md = lambda text: {"cell_type": "markdown", "source": text, "metadata": {}}   # noqa: E731
+    cells = [code(0, 1), md("## 1. Toy\ntext"), code(1, 3), code(3, 6.5), md("plain text, no heading"),
+             code(6.5, 7), md("### 2b. Grid"), code(7, 17), md("## 3. Unrun"),
+             {"cell_type": "code", "source": "y", "metadata": {"papermill": {"start_time": None, "end_time": None}}}]
+    path = tmp_path / "nb.ipynb"
+    path.write_text(json.dumps({"cells": cells}))
+    got = cli.slowest_sections(path, n=5)
+    # by hand: the grid 10 s, the toy 2 + 3.5 + 0.5 = 6 s (a heading-less markdown cell does not start a section),
+    # 1 s before the first heading; 17 s in all; the unrun cell counts nowhere
+    assert [(h, round(t, 3), round(share, 4)) for h, t, share in got] == [
+        ("2b. Grid", 10.0, round(10 / 17, 4)), ("1. Toy", 6.0, round(6 / 17, 4)), ("(before the first heading)", 1.0, round(1 / 17, 4))]
+
+
 def test_run_without_papermill_says_how_to_get_it(capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "papermill", None)   # `import papermill` now raises ImportError
     with pytest.raises(SystemExit) as exc:
