@@ -2,6 +2,7 @@
 # Full-protocol runs on this machine's CPU as background jobs that outlive the shell and resume where they stopped.
 #
 #   scripts/cpu_jobs.sh start TAG JOBS_FILE   # pin the code, start one background chain per stream
+#   scripts/cpu_jobs.sh start TAG             # again, later: the list TAG started with (runs/bg/TAG/jobs.txt)
 #   scripts/cpu_jobs.sh status TAG            # what finished, what runs, each job's last round
 #   scripts/cpu_jobs.sh stop TAG              # stop every chain of TAG (a job resumes from its last checkpoint)
 #
@@ -21,15 +22,15 @@ set -u
 here=$(cd "$(dirname "$0")/.." && pwd)
 root=${CPU_JOBS_DIR:-$here/runs/bg}   # where each TAG's folder goes
 
-usage() { echo "usage: $0 start TAG JOBS_FILE | status TAG | stop TAG" >&2; exit 2; }
+usage() { echo "usage: $0 start TAG [JOBS_FILE] | status TAG | stop TAG" >&2; exit 2; }
 
 check_tag() {
     [[ "$1" =~ ^[A-Za-z0-9._-]+$ ]] || { echo "TAG: '$1' must be letters, digits, '.', '_' or '-'" >&2; exit 2; }
 }
 
 start() {
-    local tag=$1 jobs=$2 bg="$root/$1" s streams
-    [ -f "$jobs" ] || { echo "JOBS_FILE: no file '$jobs'" >&2; exit 2; }
+    local tag=$1 jobs=${2:-$root/$1/jobs.txt} bg="$root/$1" s streams
+    [ -f "$jobs" ] || { echo "JOBS_FILE: no file '$jobs' (give one the first time TAG starts)" >&2; exit 2; }
     [ -n "${FLTUTOR_DATA:-}" ] || [ -n "${DRY:-}" ] || {
         echo "FLTUTOR_DATA is unset: point it at the full datasets (torchvision's layout) for full-protocol runs" >&2; exit 2; }
     [ -n "${DRY:-}" ] || python -c "import papermill, torch, fltutor" 2> /dev/null || {
@@ -47,10 +48,12 @@ start() {
         git -C "$here" worktree add -q --detach "$bg/wt" HEAD || exit 1
     fi
     [ -d "$bg/wt" ] && echo "$tag runs commit $(git -C "$bg/wt" rev-parse --short HEAD) ($bg/wt)"
-    cp "$jobs" "$bg/jobs.txt.tmp" && mv "$bg/jobs.txt.tmp" "$bg/jobs.txt"   # the list as started, for status
+    cp "$jobs" "$bg/jobs.txt.tmp" && mv "$bg/jobs.txt.tmp" "$bg/jobs.txt"   # the list as started, for a later start
+    # the chains run a copy of this script: bash reads a script as it goes, so an edit here would reach them mid-run
+    cp "$0" "$bg/cpu_jobs.sh.tmp" && mv "$bg/cpu_jobs.sh.tmp" "$bg/cpu_jobs.sh"
     for s in $streams; do
         if [ -n "${DRY:-}" ]; then chain "$bg" "$s"; continue; fi
-        setsid bash "$0" _chain "$bg" "$s" > /dev/null 2>&1 < /dev/null &
+        setsid bash "$bg/cpu_jobs.sh" _chain "$bg" "$s" > /dev/null 2>&1 < /dev/null &
         echo "$!" > "$bg/pids/$s"
         echo "stream $s started (process group $!; log $bg/logs/chain-$s.log)"
     done
@@ -105,7 +108,7 @@ stop() {
     done
     sleep 5   # papermill shuts its kernel down; one left behind (its own session) is found by its PYTHONPATH
     for f in /proc/[0-9]*/environ; do
-        if tr '\0' '\n' < "$f" 2> /dev/null | grep -qxF "PYTHONPATH=$bg/wt"; then
+        if tr '\0' '\n' 2> /dev/null < "$f" | grep -qxF "PYTHONPATH=$bg/wt"; then
             f=${f%/environ}; kill "${f#/proc/}" 2> /dev/null && echo "stopped process ${f#/proc/} (a kernel of $1)"
         fi
     done
@@ -113,7 +116,7 @@ stop() {
 }
 
 case "${1:-}" in
-    start) [ $# -eq 3 ] || usage; check_tag "$2"; start "$2" "$3" ;;
+    start) [ $# -eq 2 ] || [ $# -eq 3 ] || usage; check_tag "$2"; start "$2" "${3:-}" ;;
     status) [ $# -eq 2 ] || usage; check_tag "$2"; status "$2" ;;
     stop) [ $# -eq 2 ] || usage; check_tag "$2"; stop "$2" ;;
     _chain) chain "$2" "$3" ;;

@@ -46,9 +46,19 @@ def test_a_finished_job_is_skipped_and_streams_can_be_picked(tmp_path):
     assert [Path(r).name for r in runs] == ["c"]   # not a (done), not b (stream s7)
 
 
+def test_a_later_start_without_a_jobs_file_reuses_the_saved_list(tmp_path):
+    (tmp_path / "jobs.txt").write_text(JOBS)
+    first = _run(tmp_path, "start", "t5", str(tmp_path / "jobs.txt"))
+    (tmp_path / "jobs.txt").unlink()   # e.g. a file in /tmp, gone in the next session
+    again = _run(tmp_path, "start", "t5")
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == first.stdout
+
+
 @pytest.mark.parametrize("args, message", [
     (["start", "a b", "x"], "TAG: 'a b' must be letters"),
     (["start", "t3", "/nonexistent/jobs.txt"], "JOBS_FILE: no file"),
+    (["start", "never-started"], "give one the first time TAG starts"),
     (["status", "never-started"], "TAG: no "),
     (["launch", "t3"], "usage:"),
 ])
