@@ -72,7 +72,7 @@ chain() {   # the jobs of one stream, in order; runs in its own process group
         echo "$(date -u +%FT%TZ) [$s] start $name" >> "$bg/logs/chain-$s.log"
         (cd "$bg/wt" && eval "PYTHONPATH=$bg/wt OMP_NUM_THREADS=1 MPLBACKEND=Agg $cmd") > "$bg/logs/$name.log" 2>&1
         rc=$?
-        [ $rc -eq 0 ] && echo "$name" >> "$bg/done"
+        { [ $rc -eq 0 ] || [ $rc -eq 3 ]; } && echo "$name" >> "$bg/done"   # 3: finished, a diverged run in its table
         echo "$(date -u +%FT%TZ) [$s] $name rc=$rc $(( $(date +%s) - t )) s" >> "$bg/logs/chain-$s.log"
         [ $rc -eq 0 ] || [ $rc -eq 3 ] || break   # 3: a run diverged (reported in its table); anything else stops
     done < "$bg/jobs.txt"
