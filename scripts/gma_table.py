@@ -117,6 +117,51 @@ def print_tables2_3(rows: list[dict], meta: dict) -> None:
               f"{show(*cell(last, (*key, 'GMA')))} | {paper} |")
 
 
+# FedCMNIST's two constructions (notebook 03, section 6): each training client's own colour map (the paper's
+# text), or one map shared by every training client and reversed on the test set (coloured MNIST's way)
+COLOUR_MAPS = {"feature": "own per client", "mixed": "own per client",
+               "feature-shared": "shared, reversed at test", "mixed-shared": "shared, reversed at test"}
+
+
+def print_colour(rows: list[dict], meta: dict) -> None:
+    """FedCMNIST rows of Tables 2-3: the clients' held-out accuracy (the colours of their training data) beside
+    the test set's (colours no client saw, or the shared map reversed), and the fall from one to the other, seed
+    by seed: how far each aggregation learnt colour instead of shape. Best over the rounds for every row, and
+    the last-10 means where the row has the held-out one (rows made before last10_local_acc existed do not)."""
+    rows = [r for r in rows if r["skew"] in COLOUR_MAPS]
+    if not rows:
+        print("(no FedCMNIST rows yet: run notebook 03 with -p settings \"[[mnist, mixed, 500], [mnist, mixed-shared, 500]]\")")
+        return
+    by = ["dataset", "skew", "clients", "algorithm", "lr_choice", "lr", "server_lr", "aggregation"]
+    runs: dict[tuple, dict[int, dict]] = {}
+    for r in rows:
+        runs.setdefault(tuple(r[k] for k in by), {}).setdefault(r["seed"], {})[r["metric"]] = r["value"]
+
+    def fmt(vals: list[float]) -> str:
+        m, sd = mean_std(vals)
+        return f"{m:.2f}" + (f" ± {sd:.2f}" if len(vals) > 1 else "")
+
+    def trio(seeds: dict[int, dict], ind: str, ood: str) -> list[str]:
+        """held-out, test and held-out minus test (seed by seed), or why not."""
+        if any(v.get(ind) is None for v in seeds.values()) and all(v.get(ood) is not None for v in seeds.values()):
+            return ["—", fmt([v[ood] for v in seeds.values()]), "—"]   # an older row without this held-out metric
+        ok = [v for v in seeds.values() if v.get(ind) is not None and v.get(ood) is not None]
+        if len(ok) < len(seeds):
+            return [f"{len(seeds) - len(ok)} of {len(seeds)} diverged"] * 3
+        return [fmt([v[ind] for v in ok]), fmt([v[ood] for v in ok]), fmt([v[ind] - v[ood] for v in ok])]
+
+    print(*results.provenance_comments(meta), sep="\n")
+    print("| FedCMNIST | colour map | clients | algorithm | lr pair | aggregation | seeds | held-out best | test best | "
+          "fall (best) | held-out last 10 | test last 10 | fall (last 10) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for key in sorted(runs, key=lambda k: (k[2], k[1].endswith("shared"), k[1], k[3], str(k[4:]))):
+        k, seeds = dict(zip(by, key)), runs[key]
+        cells = trio(seeds, "best_local_acc", "best_global_acc") + trio(seeds, "last10_local_acc", "last10_global_acc")
+        print(f"| {k['skew'].removesuffix('-shared')} skew | {COLOUR_MAPS[k['skew']]} | {k['clients']} | {k['algorithm']} | "
+              f"{k['lr']:g} / {k['server_lr']:g} ({k['lr_choice']}) | {k['aggregation']} | {len(seeds)} | "
+              + " | ".join(cells) + " |")
+
+
 def spread(values: list[float] | None) -> str:
     """'mean ± sample sd' to 3 places ('mean' alone for one value, '—' for none)."""
     if not values:
@@ -353,6 +398,8 @@ SECTIONS = (("table10", "Table 10", print_table10),
                                "curves, seed by seed)", print_table10_curves),
             ("table10_momentum0_curves", "The client-momentum-0 grid round by round", print_table10_curves),
             ("tables2_3", "Tables 2-3", print_tables2_3),
+            ("tables2_3", "FedCMNIST in and out of distribution: the clients' held-out accuracy beside the test "
+                          "set's, and the fall from one to the other (Tables 2-3's FedCMNIST rows)", print_colour),
             ("server_rate", "Table 2's rows at server rates above 1 (scripts/gma_server_rate.py; best of the evaluated "
                             "rounds)", print_tables2_3),
             ("mask_probe", "GMA's mask, round by round (scripts/gma_mask_probe.py)", print_mask_probe),

@@ -199,6 +199,17 @@ def test_notebook_03_refuses_a_run_with_nothing_in_it_before_training(tmp_path):
     assert "settings=[] and grid_seeds=[]: nothing to run" in text, text[-3000:]
 
 
+@pytest.mark.parametrize("settings,expected", [
+    ("[[mnist, colour, 20]]", "settings (skew): got the string 'colour'; expected one of ['label', 'iid', 'quantity', 'feature', "
+                              "'mixed', 'dirichlet', 'feature-shared', 'mixed-shared']"),
+    ("[[mnist, mixed]]", "settings: got the row ['mnist', 'mixed']; each row is [dataset, skew, clients]"),
+])
+def test_notebook_03_refuses_a_bad_settings_row_before_training(tmp_path, settings, expected):
+    """A Tables 2-3 row the notebook cannot build used to fail after the grid had trained; the check comes first."""
+    text = _refused_before_training(tmp_path, "03", "-p", "settings", settings)
+    assert expected in text, text[-3000:]
+
+
 def test_notebook_04_refuses_clipping_for_methods_that_cannot_clip_before_training(tmp_path):
     """grad_clip_norm with APFL in methods would train four methods and then fail on APFL: it is refused first."""
     text = _refused_before_training(tmp_path, "04", "-p", "grad_clip_norm", "5")

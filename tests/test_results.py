@@ -287,6 +287,37 @@ def test_gma_table_script_prints_tables2_3_with_the_lead_seed_by_seed(tmp_path, 
     assert "| mnist label 500 | fedavg | 0.05 / 2 (fixed) | 1 | 90.50 ± 0.71 | 1 of 2 diverged | — | — |" in out
 
 
+def test_gma_table_script_prints_fedcmnist_in_and_out_of_distribution_by_hand(tmp_path, capsys, monkeypatch):
+    def row(skew, agg, seed, metric, value):
+        return {"dataset": "mnist", "skew": skew, "clients": 500, "algorithm": "fedavg", "aggregation": agg,
+                "lr_choice": "fixed", "lr": 0.05, "server_lr": 1.0, "seed": seed, "rounds": 200, "metric": metric,
+                "value": value}
+    # the shared map: held-out (same colours) 95 / 93, test (map reversed) 40 / 50 -> falls 55 and 43
+    rows = [row("mixed-shared", "AVG", s, m, v) for s, vals in ((0, (96, 95, 60, 40)), (1, (94, 93, 70, 50)))
+            for m, v in zip(("best_local_acc", "last10_local_acc", "best_global_acc", "last10_global_acc"), vals)]
+    # one GMA seed diverged: no means for that aggregation
+    rows += [row("mixed-shared", "GMA", 0, m, v) for m, v in (("best_local_acc", 90), ("last10_local_acc", 89),
+                                                                ("best_global_acc", 70), ("last10_global_acc", 65))]
+    rows += [row("mixed-shared", "GMA", 1, m, None) for m in ("best_local_acc", "last10_local_acc", "best_global_acc",
+                                                                "last10_global_acc")]
+    # an older own-colours row without the held-out last-10 metric; and a label-skew row, not FedCMNIST
+    rows += [row("mixed", "AVG", 0, m, v) for m, v in (("best_local_acc", 97), ("best_global_acc", 96),
+                                                        ("last10_global_acc", 95))]
+    rows += [row("label", "AVG", 0, "best_global_acc", 90)]
+    results.write_table(tmp_path, "tables2_3", rows, results.provenance(command="test", scale="full data: test"))
+    run_script(monkeypatch, "gma_table", tmp_path)
+    out = capsys.readouterr().out.split("FedCMNIST in and out of distribution")[1]
+    lines = [line for line in out.splitlines() if line.startswith("| mixed")]
+    # own colours first; best: 97 / 96, fall 1; last 10: held-out unknown, test 95
+    assert lines[0] == ("| mixed skew | own per client | 500 | fedavg | 0.05 / 1 (fixed) | AVG | 1 | 97.00 | 96.00 | 1.00 | "
+                        "— | 95.00 | — |")
+    # best: held-out 95 ± 1.41, test 65 ± 7.07, falls 36 and 24 -> 30 ± 8.49; last 10: 94 ± 1.41, 45 ± 7.07, 55 / 43
+    assert lines[1] == ("| mixed skew | shared, reversed at test | 500 | fedavg | 0.05 / 1 (fixed) | AVG | 2 | 95.00 ± 1.41 | "
+                        "65.00 ± 7.07 | 30.00 ± 8.49 | 94.00 ± 1.41 | 45.00 ± 7.07 | 49.00 ± 8.49 |")
+    assert lines[2].endswith("| GMA | 2 | " + " | ".join(["1 of 2 diverged"] * 6) + " |")
+    assert len(lines) == 3 and "| label skew" not in out
+
+
 def test_provenance_comments_name_every_command_of_a_merged_table(tmp_path):
     one = results.provenance(command="run A", wall_s=1.0, scale="full scale")
     results.write_table(tmp_path, "t", [{"seed": 0, "metric": "m", "value": 1.0}], one, merge=True)
