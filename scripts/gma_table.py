@@ -160,6 +160,23 @@ def print_colour(rows: list[dict], meta: dict) -> None:
         print(f"| {k['skew'].removesuffix('-shared')} skew | {COLOUR_MAPS[k['skew']]} | {k['clients']} | {k['algorithm']} | "
               f"{k['lr']:g} / {k['server_lr']:g} ({k['lr_choice']}) | {k['aggregation']} | {len(seeds)} | "
               + " | ".join(cells) + " |")
+    # who falls further: GMA's fall minus AVG's, seed by seed, where both ran the same seeds and neither diverged
+    for key in sorted({k[:-1] for k in runs}, key=str):
+        a, g = runs.get((*key, "AVG")), runs.get((*key, "GMA"))
+        if not a or not g or set(a) != set(g):
+            continue
+        words = []
+        for ind, ood, what in (("best_local_acc", "best_global_acc", "best"), ("last10_local_acc", "last10_global_acc",
+                                                                              "last 10")):
+            if any(v.get(m) is None for v in (*a.values(), *g.values()) for m in (ind, ood)):
+                continue
+            d = [(g[s][ind] - g[s][ood]) - (a[s][ind] - a[s][ood]) for s in sorted(a)]
+            m, sd = mean_std(d)
+            words.append(f"{what} {m:+.2f}" + (f" ± {sd:.2f}" if len(d) > 1 else "") +
+                         f" (GMA falls further in {sum(x > 0 for x in d)} of {len(d)} seeds)")
+        if words:
+            k = dict(zip(by, key))
+            print(f"\n{k['skew']} {k['clients']} {k['algorithm']}: GMA's fall minus AVG's, seed by seed: " + "; ".join(words))
 
 
 def spread(values: list[float] | None) -> str:

@@ -304,6 +304,9 @@ def test_gma_table_script_prints_fedcmnist_in_and_out_of_distribution_by_hand(tm
     rows += [row("mixed", "AVG", 0, m, v) for m, v in (("best_local_acc", 97), ("best_global_acc", 96),
                                                         ("last10_global_acc", 95))]
     rows += [row("label", "AVG", 0, "best_global_acc", 90)]
+    # feature-shared, both aggregations at 2 seeds, best only: falls AVG 10 / 7, GMA 16 / 5 -> +6, -2
+    rows += [row("feature-shared", agg, s, m, v) for agg, vals in (("AVG", ((90, 80), (92, 85))), ("GMA", ((91, 75), (93, 88))))
+             for s, (loc, glob) in enumerate(vals) for m, v in (("best_local_acc", loc), ("best_global_acc", glob))]
     results.write_table(tmp_path, "tables2_3", rows, results.provenance(command="test", scale="full data: test"))
     run_script(monkeypatch, "gma_table", tmp_path)
     out = capsys.readouterr().out.split("FedCMNIST in and out of distribution")[1]
@@ -316,6 +319,9 @@ def test_gma_table_script_prints_fedcmnist_in_and_out_of_distribution_by_hand(tm
                         "65.00 ± 7.07 | 30.00 ± 8.49 | 94.00 ± 1.41 | 45.00 ± 7.07 | 49.00 ± 8.49 |")
     assert lines[2].endswith("| GMA | 2 | " + " | ".join(["1 of 2 diverged"] * 6) + " |")
     assert len(lines) == 3 and "| label skew" not in out
+    # GMA's fall minus AVG's: +6 and -2 -> +2.00 ± 5.66; no line where a GMA seed diverged (mixed-shared)
+    assert "feature-shared 500 fedavg: GMA's fall minus AVG's, seed by seed: best +2.00 ± 5.66 (GMA falls further in 1 of 2 seeds)" in out
+    assert "mixed-shared 500 fedavg: GMA's fall" not in out
 
 
 def test_provenance_comments_name_every_command_of_a_merged_table(tmp_path):
