@@ -161,6 +161,7 @@ def print_colour(rows: list[dict], meta: dict) -> None:
               f"{k['lr']:g} / {k['server_lr']:g} ({k['lr_choice']}) | {k['aggregation']} | {len(seeds)} | "
               + " | ".join(cells) + " |")
     # who falls further: GMA's fall minus AVG's, seed by seed, where both ran the same seeds and neither diverged
+    notes = []
     for key in sorted({k[:-1] for k in runs}, key=str):
         a, g = runs.get((*key, "AVG")), runs.get((*key, "GMA"))
         if not a or not g or set(a) != set(g):
@@ -176,7 +177,9 @@ def print_colour(rows: list[dict], meta: dict) -> None:
                          f" (GMA falls further in {sum(x > 0 for x in d)} of {len(d)} seeds)")
         if words:
             k = dict(zip(by, key))
-            print(f"\n{k['skew']} {k['clients']} {k['algorithm']}: GMA's fall minus AVG's, seed by seed: " + "; ".join(words))
+            notes.append(f"- {k['skew']} {k['clients']} {k['algorithm']}: GMA's fall minus AVG's, seed by seed: "
+                         + "; ".join(words))
+    print(*([""] + notes if notes else []), sep="\n")
 
 
 def spread(values: list[float] | None) -> str:
