@@ -16,12 +16,14 @@ run's test accuracy per round) gives, seed by seed, the best by rounds 15 and 50
 accuracy and the first round at 80 % or more: how much of a "best" is an early lead or one peak of a swinging curve.
 quick_seeds.csv (scripts/gma_quick_seeds.py): notebook 03's quick grid over more seeds, per data source and server rate.
 participation.csv, convex.csv and fig4.csv (scripts/gma_appendix.py): Tables 4-5, App. E and Fig. 4 on all the data.
+ablations_full.csv (scripts/gma_ablations.py): Tables 8, 9 and 6 on all of FMNIST.
 """
 from __future__ import annotations
 
 from fltutor import results
 from fltutor.metrics import mean_std
-from fltutor.paper_tables import GMA_CONVEX, GMA_TABLE, GMA_TABLE4, GMA_TABLE5, GMA_TABLE10, GMA_TABLE10_CLIENT_LRS
+from fltutor.paper_tables import (GMA_CONVEX, GMA_TABLE, GMA_TABLE4, GMA_TABLE5, GMA_TABLE6, GMA_TABLE8, GMA_TABLE9,
+                                  GMA_TABLE10, GMA_TABLE10_CLIENT_LRS)
 
 
 def cell(stats: dict, key: tuple) -> tuple:
@@ -394,6 +396,33 @@ def print_convex(rows: list[dict], meta: dict) -> None:
               f"{show(*cell(best, (*key, 'AVG')))} | {show(*cell(best, (*key, 'GMA')))} | {paper} |")
 
 
+# the paper's Tables 8, 9 and 6 (FMNIST non-iid, every client every round) by the value varied, as (AVG, GMA)
+PAPER_ABLATIONS = {"clients": ("Table 8", GMA_TABLE8), "epochs": ("Table 9", GMA_TABLE9),
+                   "momentum": ("Table 6", {0.0: GMA_TABLE6["fashionmnist", "non-iid"][:2],
+                                            0.9: GMA_TABLE6["fashionmnist", "non-iid"][2:]})}
+
+
+def print_ablations_full(rows: list[dict], meta: dict) -> None:
+    """Tables 8, 9 and 6 (scripts/gma_ablations.py): per table and value, the last-10 mean (the paper's metric)
+    and the best, AVG and GMA over the seeds, GMA − AVG seed by seed, beside the paper's values."""
+    by = ["varied", "value_varied", "lr", "server_lr", "rounds"]
+    last = with_diverged(rows, by + ["aggregation"], "last10_global_acc")
+    best = with_diverged(rows, by + ["aggregation"], "best_global_acc")
+    lead = results.paired_difference(rows, by, "aggregation", "GMA", "AVG", "last10_global_acc")
+    print(*results.provenance_comments(meta), sep="\n")
+    print("| table | varied | value | client / server lr | seeds | AVG last 10 | GMA last 10 | GMA − AVG, seed by seed | "
+          "beyond spread? | AVG best | GMA best | paper AVG / GMA (GMA − AVG) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    order = {t: i for i, t in enumerate(PAPER_ABLATIONS)}
+    for key in sorted(lead, key=lambda k: (order.get(k[0], 9), k[1:])):
+        table, paper_values = PAPER_ABLATIONS.get(key[0], ("—", {}))
+        p = paper_values.get(key[1])
+        paper = "—" if p is None else f"{p[0]} / {p[1]} ({p[1] - p[0]:+.2f})"
+        print(f"| {table} | {key[0]} | {key[1]:g} | {key[2]:g} / {key[3]:g} | {lead[key]['n'] + lead[key]['missing']} | "
+              f"{show(*cell(last, (*key, 'AVG')))} | {show(*cell(last, (*key, 'GMA')))} | {' | '.join(lead_cells(lead[key]))} | "
+              f"{show(*cell(best, (*key, 'AVG')))} | {show(*cell(best, (*key, 'GMA')))} | {paper} |")
+
+
 def print_fig4(rows: list[dict], meta: dict) -> None:
     """Fig. 4 (scripts/gma_appendix.py): the share of coordinates whose sign agreement is below tau, per Dirichlet
     alpha and rounds trained, as mean ± sd over seeds (the paper draws it as a falling curve, without numbers)."""
@@ -431,6 +460,8 @@ SECTIONS = (("table10", "Table 10", print_table10),
                               "state (scripts/gma_appendix.py)", print_participation),
             ("convex", "Appendix E: logistic regression on MNIST, one full-batch step per client and round "
                        "(scripts/gma_appendix.py)", print_convex),
+            ("ablations_full", "Tables 8, 9 and 6: clients, local epochs and client momentum on all of FMNIST, every client in "
+                               "every round (scripts/gma_ablations.py)", print_ablations_full),
             ("fig4", "Fig. 4: sign agreement falls with heterogeneity, MNIST over 10 Dirichlet-skewed clients "
                      "(scripts/gma_appendix.py)", print_fig4))
 
