@@ -17,6 +17,9 @@
 # done, the jobs that finished. `start TAG` again (after `stop`, a reboot or a new session) skips the finished
 # jobs and resumes the others from their last checkpoint (every 10 rounds by default). Bring tables home with
 # `python -m fltutor merge runs/bg/TAG/res/NAME/<paper>`. FLTUTOR_DATA must point at the full datasets.
+# A job whose args start with scripts/ runs that script instead (`STREAM NAME scripts/gma_ablations.py --out-root
+# /tmp/runs/STREAM --results-dir /tmp/res/STREAM/gma ...`): /tmp/runs/STREAM becomes runs/NAME and /tmp/res/STREAM/
+# res/NAME/, and the script's own flags say where they go.
 # DRY=1 prints each job's command instead of running it; CPU_JOBS_DIR moves runs/bg elsewhere.
 set -u
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -66,7 +69,12 @@ chain() {   # the jobs of one stream, in order; runs in its own process group
         [ "$first" = "$s" ] && [ -n "$name" ] || continue
         if grep -qxF "$name" "$bg/done" 2> /dev/null; then echo "[$s] $name finished earlier"; continue; fi
         args=${args//\/tmp\/res\/$s\//$bg\/res\/$name\/}
-        local cmd="python -m fltutor run $args -p run_root $bg/runs/$name --out $bg/nb/$name --no-progress"
+        local cmd
+        if [[ "$args" == scripts/*.py* ]]; then   # a script job names its own folders: /tmp/runs/STREAM is the job's
+            cmd="python ${args//\/tmp\/runs\/$s/$bg\/runs\/$name}"
+        else
+            cmd="python -m fltutor run $args -p run_root $bg/runs/$name --out $bg/nb/$name --no-progress"
+        fi
         if [ -n "${DRY:-}" ]; then echo "$cmd"; continue; fi
         t=$(date +%s)
         echo "$(date -u +%FT%TZ) [$s] start $name" >> "$bg/logs/chain-$s.log"

@@ -35,6 +35,17 @@ def test_each_job_gets_its_own_results_checkpoints_and_output_folders(tmp_path):
         f"-p run_root {bg}/runs/b --out {bg}/nb/b --no-progress"]
 
 
+def test_a_script_job_gets_its_own_folders_through_its_own_flags(tmp_path):
+    (tmp_path / "jobs.txt").write_text("s5 abl scripts/gma_ablations.py --tables clients --out-root /tmp/runs/s5 "
+                                       "--results-dir /tmp/res/s5/gma --no-progress\n")
+    proc = _run(tmp_path, "start", "t6", str(tmp_path / "jobs.txt"))
+    assert proc.returncode == 0, proc.stderr
+    bg = tmp_path / "bg" / "t6"
+    assert [line for line in proc.stdout.splitlines() if line.startswith("python ")] == [
+        f"python scripts/gma_ablations.py --tables clients --out-root {bg}/runs/abl --results-dir {bg}/res/abl/gma "
+        "--no-progress"]
+
+
 def test_a_finished_job_is_skipped_and_streams_can_be_picked(tmp_path):
     (tmp_path / "jobs.txt").write_text(JOBS)
     (tmp_path / "bg" / "t2").mkdir(parents=True)
