@@ -94,8 +94,12 @@ stream() {
         left=$((DEADLINE - $(date +%s)))
         if [ $left -lt 30 ]; then echo "[$s] skip $name (${left} s left)"; continue; fi
         t=$(date +%s)
-        eval "timeout -k 5 $left python3 -m fltutor run $args --out /tmp/nb/$s-$name --no-progress" \
-            > "/tmp/logs/$s-$name.log" 2>&1
+        if [[ "$args" == scripts/*.py* ]]; then   # a script job: its own flags name /tmp/runs/STREAM and /tmp/res/STREAM/
+            eval "timeout -k 5 $left python3 $args" > "/tmp/logs/$s-$name.log" 2>&1
+        else
+            eval "timeout -k 5 $left python3 -m fltutor run $args --out /tmp/nb/$s-$name --no-progress" \
+                > "/tmp/logs/$s-$name.log" 2>&1
+        fi
         rc=$?
         [ $rc -eq 0 ] && echo "$s $name" >> /tmp/done
         echo "[$s] $name rc=$rc $(( $(date +%s) - t )) s (at +$(( $(date +%s) - T0 )) s)"

@@ -266,6 +266,12 @@ def test_every_gpu_jobs_file_line_fits_its_notebook(monkeypatch):
             if not line.strip() or line.lstrip().startswith("#"):
                 continue
             stream, name, *argv = shlex.split(line)
+            if argv[0].startswith("scripts/"):   # a script job: the script exists and its folders are its stream's
+                assert (ROOT / argv[0]).is_file(), (f.name, name, argv[0])
+                flags = dict(zip(argv, argv[1:]))
+                assert flags.get("--results-dir", "").startswith(f"/tmp/res/{stream}/"), (f.name, name)
+                assert flags.get("--out-root", "").startswith(f"/tmp/runs/{stream}"), (f.name, name)
+                continue
             args = cli.build_parser()[0].parse_args(["run", *argv])
             names, given = cli.gather_parameters(args)
             cli.plan_parameters(cli.find_notebooks(names), given)   # raises CLIError on a mismatch
