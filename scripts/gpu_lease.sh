@@ -58,6 +58,7 @@ run() {
         python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 9
         export PYTHONPATH=/tmp/site:$here${PYTHONPATH:+:$PYTHONPATH}
     fi
+    export PYTHONPATH=$here${PYTHONPATH:+:$PYTHONPATH}   # script jobs (python3 scripts/x.py) import fltutor from here
     [ -d .gitshallow ] && [ ! -e .git ] && mv .gitshallow .git
     python3 - <<'EOF'
 import glob, lzma, os
