@@ -377,13 +377,19 @@ def print_participation(rows: list[dict], meta: dict) -> None:
               f"{p[3] - p[2]:+.2f} | |")
 
 
+def last10_and_best(rows: list[dict], by: list[str]) -> tuple[dict, dict, dict]:
+    """Per group of ``by``: AVG's and GMA's last-10 means and bests over the seeds (with_diverged), and GMA − AVG of
+    the last-10 mean seed by seed (the metric of the paper's Tables 7-9 and App. E)."""
+    return (with_diverged(rows, by + ["aggregation"], "last10_global_acc"),
+            with_diverged(rows, by + ["aggregation"], "best_global_acc"),
+            results.paired_difference(rows, by, "aggregation", "GMA", "AVG", "last10_global_acc"))
+
+
 def print_convex(rows: list[dict], meta: dict) -> None:
     """App. E (scripts/gma_appendix.py): logistic regression, per data split and client rate, the mean test
     accuracy over the last 10 rounds (the paper's metric) and the best, AVG and GMA, beside the paper's."""
     by = ["skew", "lr", "rounds"]
-    last = with_diverged(rows, by + ["aggregation"], "last10_global_acc")
-    best = with_diverged(rows, by + ["aggregation"], "best_global_acc")
-    lead = results.paired_difference(rows, by, "aggregation", "GMA", "AVG", "last10_global_acc")
+    last, best, lead = last10_and_best(rows, by)
     print(*results.provenance_comments(meta), sep="\n")
     print("| data | client lr | rounds | seeds | AVG last 10 | GMA last 10 | GMA − AVG, seed by seed | beyond spread? | "
           "AVG best | GMA best | paper AVG / GMA (GMA − AVG) |")
@@ -406,9 +412,7 @@ def print_ablations_full(rows: list[dict], meta: dict) -> None:
     """Tables 8, 9 and 6 (scripts/gma_ablations.py): per table and value, the last-10 mean (the paper's metric)
     and the best, AVG and GMA over the seeds, GMA − AVG seed by seed, beside the paper's values."""
     by = ["varied", "value_varied", "lr", "server_lr", "rounds"]
-    last = with_diverged(rows, by + ["aggregation"], "last10_global_acc")
-    best = with_diverged(rows, by + ["aggregation"], "best_global_acc")
-    lead = results.paired_difference(rows, by, "aggregation", "GMA", "AVG", "last10_global_acc")
+    last, best, lead = last10_and_best(rows, by)
     print(*results.provenance_comments(meta), sep="\n")
     print("| table | varied | value | client / server lr | seeds | AVG last 10 | GMA last 10 | GMA − AVG, seed by seed | "
           "beyond spread? | AVG best | GMA best | paper AVG / GMA (GMA − AVG) |")
