@@ -53,6 +53,9 @@ def test_rows_match_the_cached_curves_and_a_shared_run_trains_once(abl, tmp_path
     keys = {(r["varied"], r["value_varied"], r["clients"], r["momentum"], r["seed"], r["aggregation"]) for r in rows}
     assert keys == {(t, v, n, 0.9, s, a) for t, v, n in (("clients", 10, 10), ("clients", 20, 20), ("momentum", 0.9, 10))
                     for s in (0, 1) for a in ("AVG", "GMA")}
+    # at tau 0.4 the mask changes the runs (so the tau = 0 test below compares two different code paths)
+    acc = {(r["clients"], r["seed"], r["aggregation"]): r["value"] for r in rows if r["metric"] == "best_global_acc"}
+    assert any(acc[n, s, "GMA"] != acc[n, s, "AVG"] for n in (10, 20) for s in (0, 1))
     # momentum 0.9 on 10 clients is clients = 10's run: reloaded, so both tables hold the same numbers
     val = {(r["varied"], r["seed"], r["aggregation"], r["metric"]): r["value"] for r in rows if r["clients"] == 10}
     assert all(val["momentum", s, a, m] == val["clients", s, a, m] for s in (0, 1) for a in ("AVG", "GMA")
