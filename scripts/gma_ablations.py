@@ -1,4 +1,4 @@
-"""GMA's Tables 8, 9 and 6 (Fig. 3b-c, App. D.2 and D.5) on all of FMNIST: clients, local epochs, client momentum.
+"""GMA's Tables 8, 9, 6 and Fig. 3d (App. D) on all of FMNIST: clients, local epochs, client momentum, threshold tau.
 
     FLTUTOR_DATA=/path/to/datasets python scripts/gma_ablations.py --tables clients --seeds 0
     FLTUTOR_DATA=... python scripts/gma_ablations.py --tables epochs --epochs 3 5 --seeds 0 1
@@ -12,6 +12,9 @@ rounds is written too.
 - ``epochs`` (Table 9, Fig. 3b): E = ``--epochs`` (paper 1, 3, 5, 10, 20) on 10 clients. Each epoch costs a
   whole pass over the data, so E = 20 is twenty times E = 1.
 - ``momentum`` (Table 6): client momentum ``--momenta`` (paper 0 and 0.9) on 10 clients, one epoch.
+- ``tau`` (Fig. 3d): GMA at each threshold ``--taus`` (0 to 1 in steps of 0.1) on 10 clients, one epoch, beside
+  one AVG run (AVG does not read tau). The paper's Fig. 3d is label-skewed CIFAR-10 over 10 clients, which cannot
+  be had offline; this is the same sweep on the ablation setting, so its shape, not its level, is comparable.
 
 The paper tunes its learning rates and does not print the pair of these tables; its 10-client numbers (88.10 /
 88.38) match its Table 10 cell at client rate 0.1 and server rate 1, which overflows in round 1 here at momentum
@@ -34,7 +37,7 @@ from fltutor.checks import SettingError
 from fltutor.federation import sweep
 from fltutor.scenarios import GMA_SETTINGS, gma_data, gma_model
 
-TABLES = ("clients", "epochs", "momentum")
+TABLES = ("clients", "epochs", "momentum", "tau")
 
 
 def check_args(a: argparse.Namespace) -> None:
@@ -49,36 +52,45 @@ def check_args(a: argparse.Namespace) -> None:
     for name, v in (("--lr", a.lr), ("--server-lr", a.server_lr)):
         if v <= 0:
             raise SettingError(f"{name}: got {v}; learning rates must be > 0")
-    if not 0 <= a.tau <= 1:
-        raise SettingError(f"--tau: got {a.tau}; the sign-agreement threshold lies in [0, 1] (the paper's 0.4)")
+    for name, vals in (("--tau", [a.tau]), ("--taus", a.taus)):
+        if any(not 0 <= t <= 1 for t in vals):
+            raise SettingError(f"{name}: got {vals[0] if name == '--tau' else vals}; the sign-agreement threshold "
+                               "lies in [0, 1] (the paper's 0.4)")
     if a.rounds < 10:
         raise SettingError(f"--rounds: got {a.rounds}; the metric is the mean of the last 10 rounds, so at least 10")
 
 
-def cells(a: argparse.Namespace, table: str) -> list[tuple[float, dict]]:
-    """(the value varied, the run settings it changes) for each point of ``table``."""
-    base = {"clients": 10, "local_epochs": 1, "momentum": GMA_SETTINGS["momentum"]}
+BOTH = (("mean", "AVG"), ("gma", "GMA"))
+
+
+def cells(a: argparse.Namespace, table: str) -> list[tuple[float, dict, tuple]]:
+    """(the value varied, the run settings it changes, the aggregations run) for each point of ``table``. The tau
+    table runs AVG once, at ``--tau`` (the run the other tables share), and GMA at every ``--taus``."""
+    base = {"clients": 10, "local_epochs": 1, "momentum": GMA_SETTINGS["momentum"], "tau": a.tau}
     if table == "clients":
-        return [(n, {**base, "clients": n}) for n in a.clients]
+        return [(n, {**base, "clients": n}, BOTH) for n in a.clients]
     if table == "epochs":
-        return [(e, {**base, "local_epochs": e}) for e in a.epochs]
-    return [(m, {**base, "momentum": m}) for m in a.momenta]
+        return [(e, {**base, "local_epochs": e}, BOTH) for e in a.epochs]
+    if table == "tau":
+        return [(a.tau, base, BOTH[:1]), *((t, {**base, "tau": t}, BOTH[1:]) for t in a.taus)]
+    return [(m, {**base, "momentum": m}, BOTH) for m in a.momenta]
 
 
 def run_table(a: argparse.Namespace, table: str, command: str) -> None:
-    for value, s in cells(a, table):
+    for value, s, aggs in cells(a, table):
         t0 = time.time()
         datas = [gma_data("fashionmnist", "label", s["clients"], seed=seed) for seed in a.seeds]
         rows = []
-        for agg, name in (("mean", "AVG"), ("gma", "GMA")):
+        for agg, name in aggs:
             out = sweep(gma_model("fashionmnist", datas[0]), datas, "fedopt", [{"seed": seed} for seed in a.seeds],
                         out_root=a.out_root, label=f"fashionmnist-label{s['clients']}", server_opt="sgd",
-                        server_lr=a.server_lr, aggregation=agg, tau=a.tau, mu=0.0, lr=a.lr, momentum=s["momentum"],
+                        server_lr=a.server_lr, aggregation=agg, tau=s["tau"], mu=0.0, lr=a.lr, momentum=s["momentum"],
                         local_epochs=s["local_epochs"], batch_size=32, client_fraction=1.0, rounds=a.rounds,
                         eval_every=1, progress=not a.no_progress)
             for seed, r in zip(a.seeds, out):
-                ids = {"dataset": "fashionmnist", "skew": "label", "varied": table, "value_varied": value, **s,
-                       "lr": a.lr, "server_lr": a.server_lr, "tau": a.tau, "rounds": a.rounds, "seed": seed,
+                ids = {"dataset": "fashionmnist", "skew": "label", "varied": table, "value_varied": value,
+                       **{k: v for k, v in s.items() if k != "tau"}, "lr": a.lr, "server_lr": a.server_lr,
+                       "tau": s["tau"], "rounds": a.rounds, "seed": seed,
                        "aggregation": name}
                 d = r["diverged"]
                 rows += [{**ids, "metric": m, "value": None if d else round(r[m], 4)}
@@ -105,7 +117,9 @@ def main(argv=None) -> None:
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3])
     ap.add_argument("--lr", type=float, default=0.01, help="client rate")
     ap.add_argument("--server-lr", type=float, default=1.0)
-    ap.add_argument("--tau", type=float, default=GMA_SETTINGS["tau"])
+    ap.add_argument("--tau", type=float, default=GMA_SETTINGS["tau"], help="GMA's threshold in the other tables")
+    ap.add_argument("--taus", type=float, nargs="+", default=[round(0.1 * i, 1) for i in range(11)],
+                    help="Fig. 3d's thresholds")
     ap.add_argument("--rounds", type=int, default=100)
     ap.add_argument("--out-root", default="runs/gma_ablations")
     ap.add_argument("--results-dir", default=str(Path(results.RESULTS_DIR) / "gma"))

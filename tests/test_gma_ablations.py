@@ -1,8 +1,9 @@
-"""scripts/gma_ablations.py: GMA's Tables 8, 9 and 6 on the whole data, run here on stand-in tensors.
+"""scripts/gma_ablations.py: GMA's Tables 8, 9, 6 and Fig. 3d on the whole data, run here on stand-in tensors.
 
 Checked against things the script does not compute itself: GMA at tau = 0 keeps every coordinate of the mean,
-so it must give AVG's numbers; the last-10 metric is recomputed from each cached run's curve; a run shared by
-two tables (10 clients, one epoch, momentum 0.9) trains once; gma_table's printer against a hand computation.
+so the tau table's tau = 0 point must give AVG's numbers; the last-10 metric is recomputed from each cached run's
+curve; a run shared by two tables (10 clients, one epoch, momentum 0.9, tau 0.4) trains once; gma_table's
+printers against hand computations.
 """
 import json
 
@@ -30,6 +31,7 @@ def abl(load_script, monkeypatch):
     (["--momenta", "1"], r"--momenta.*\[0, 1\)"),
     (["--lr", "0"], "--lr.*> 0"),
     (["--tau", "1.5"], r"--tau.*\[0, 1\]"),
+    (["--taus", "0.2", "-0.1"], r"--taus: got \[0.2, -0.1\].*\[0, 1\]"),
     (["--rounds", "5"], "--rounds.*at least 10"),
 ])
 def test_bad_arguments_stop_before_any_data_is_loaded(abl, args, match, monkeypatch, tmp_path):
@@ -53,7 +55,7 @@ def test_rows_match_the_cached_curves_and_a_shared_run_trains_once(abl, tmp_path
     keys = {(r["varied"], r["value_varied"], r["clients"], r["momentum"], r["seed"], r["aggregation"]) for r in rows}
     assert keys == {(t, v, n, 0.9, s, a) for t, v, n in (("clients", 10, 10), ("clients", 20, 20), ("momentum", 0.9, 10))
                     for s in (0, 1) for a in ("AVG", "GMA")}
-    # at tau 0.4 the mask changes the runs (so the tau = 0 test below compares two different code paths)
+    # at tau 0.4 the mask changes the runs (so the tau = 0 test below compares two code paths)
     acc = {(r["clients"], r["seed"], r["aggregation"]): r["value"] for r in rows if r["metric"] == "best_global_acc"}
     assert any(acc[n, s, "GMA"] != acc[n, s, "AVG"] for n in (10, 20) for s in (0, 1))
     # momentum 0.9 on 10 clients is clients = 10's run: reloaded, so both tables hold the same numbers
@@ -69,16 +71,6 @@ def test_rows_match_the_cached_curves_and_a_shared_run_trains_once(abl, tmp_path
     assert REUSED["reloaded_cells"] - before == 2 * 2
     again, _ = results.read_table(tmp_path / "res", "ablations_full")
     assert sorted(map(str, again)) == sorted(map(str, rows))
-
-
-def test_gma_at_tau_zero_is_avg(abl, tmp_path):
-    abl.main(_args(tmp_path, "--tables", "epochs", "--epochs", "2", "--tau", "0"))
-    rows, _ = results.read_table(tmp_path / "res", "ablations_full")
-    got = {(r["seed"], r["aggregation"], r["metric"]): r["value"] for r in rows}
-    assert len(got) == 2 * 2 * 2 and all(r["local_epochs"] == 2 and r["tau"] == 0 for r in rows)
-    for s in (0, 1):
-        for m in ("last10_global_acc", "best_global_acc"):
-            assert got[s, "GMA", m] == pytest.approx(got[s, "AVG", m], abs=1e-3)
 
 
 def test_gma_table_prints_the_ablations_beside_the_papers_by_hand(tmp_path, capsys, monkeypatch):
@@ -98,3 +90,42 @@ def test_gma_table_prints_the_ablations_beside_the_papers_by_hand(tmp_path, caps
     # the paper's Table 8 at N = 50: 82.42 / 83.11
     assert ("| Table 8 | clients | 50 | 0.01 / 1 | 2 | 81.00 ± 1.41 | 83.00 ± 2.83 | +2.00 ± 1.41 | yes | 85.00 ± 1.41 | "
             "86.00 ± 1.41 | 82.42 / 83.11 (+0.69) |") in out
+
+
+def test_tau_table_runs_avg_once_and_gma_at_every_tau(abl, tmp_path):
+    from fltutor.checkpoint import REUSED
+    fast = ("--lr", "0.1")   # at 0.01 the curves of 10 rounds on stand-in data are flat at 10 %, and every run ties
+    abl.main(_args(tmp_path, "--tables", "clients", "--clients", "10", *fast))
+    before = REUSED["reloaded_cells"]
+    abl.main(_args(tmp_path, "--tables", "tau", "--taus", "0", "0.4", "1", *fast))
+    assert REUSED["reloaded_cells"] - before == 2 * 2   # AVG and GMA at tau 0.4 are clients = 10's runs
+    rows, _ = results.read_table(tmp_path / "res", "ablations_full")
+    tau_rows = [r for r in rows if r["varied"] == "tau"]
+    assert {(r["value_varied"], r["tau"], r["aggregation"]) for r in tau_rows} == {
+        (0.4, 0.4, "AVG"), (0, 0, "GMA"), (0.4, 0.4, "GMA"), (1, 1, "GMA")}
+    got = {(r["tau"], r["aggregation"], r["seed"], r["metric"]): r["value"] for r in tau_rows}
+    for s in (0, 1):
+        for m in ("last10_global_acc", "best_global_acc"):
+            assert got[0, "GMA", s, m] == pytest.approx(got[0.4, "AVG", s, m], abs=1e-3)   # tau 0: the mean itself
+    for t in (0.4, 1):   # a real mask moves the curve (so tau 0's equality is not a tie of flat curves)
+        assert any(got[t, "GMA", s, "last10_global_acc"] != got[0.4, "AVG", s, "last10_global_acc"] for s in (0, 1))
+
+
+def test_gma_table_prints_fig3d_against_the_one_avg_run_by_hand(tmp_path, capsys, monkeypatch):
+    from test_results import run_script
+    def row(tau, seed, agg, metric, value):
+        return {"dataset": "fashionmnist", "skew": "label", "varied": "tau", "value_varied": tau, "clients": 10,
+                "local_epochs": 1, "momentum": 0.9, "lr": 0.01, "server_lr": 1.0, "tau": tau, "rounds": 100,
+                "seed": seed, "aggregation": agg, "metric": metric, "value": value}
+    last = {(0.4, 0, "AVG"): 80.0, (0.4, 1, "AVG"): 82.0, (0.0, 0, "GMA"): 80.0, (0.0, 1, "GMA"): 82.0,
+            (0.4, 0, "GMA"): 81.0, (0.4, 1, "GMA"): 85.0}
+    rows = [row(t, s, a, m, v + (4 if m == "best_global_acc" else 0)) for (t, s, a), v in last.items()
+            for m in ("last10_global_acc", "best_global_acc")]
+    results.write_table(tmp_path, "ablations_full", rows, results.provenance(command="abl", scale="full data"))
+    run_script(monkeypatch, "gma_table", tmp_path)
+    out = capsys.readouterr().out
+    # by hand: AVG 81 ± 1.41 at every tau; tau 0 equals it (lead +0 ± 0); tau 0.4 83 ± 2.83, leads +1, +3
+    assert "| 0 | 0.01 / 1 | 2 | 81.00 ± 1.41 | 81.00 ± 1.41 | +0.00 ± 0.00 | no | 85.00 ± 1.41 | 85.00 ± 1.41 |" in out
+    assert "| 0.4 | 0.01 / 1 | 2 | 83.00 ± 2.83 | 81.00 ± 1.41 | +2.00 ± 1.41 | yes | 87.00 ± 2.83 | 85.00 ± 1.41 |" in out
+    assert "best τ here by the last-10 mean: 0.4 (83.00" in out
+    assert "| Table 8 |" not in out and "| — | tau |" not in out   # the tau rows stay out of the Tables 8/9/6 printer
