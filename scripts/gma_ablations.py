@@ -65,14 +65,15 @@ BOTH = (("mean", "AVG"), ("gma", "GMA"))
 
 def cells(a: argparse.Namespace, table: str) -> list[tuple[float, dict, tuple]]:
     """(the value varied, the run settings it changes, the aggregations run) for each point of ``table``. The tau
-    table runs AVG once, at ``--tau`` (the run the other tables share), and GMA at every ``--taus``."""
+    table runs GMA at every ``--taus``, then AVG once, at ``--tau`` (the run the other tables share: last, so that
+    a job started beside the one training it reaches it after that one has finished, and reloads it)."""
     base = {"clients": 10, "local_epochs": 1, "momentum": GMA_SETTINGS["momentum"], "tau": a.tau}
     if table == "clients":
         return [(n, {**base, "clients": n}, BOTH) for n in a.clients]
     if table == "epochs":
         return [(e, {**base, "local_epochs": e}, BOTH) for e in a.epochs]
     if table == "tau":
-        return [(a.tau, base, BOTH[:1]), *((t, {**base, "tau": t}, BOTH[1:]) for t in a.taus)]
+        return [*((t, {**base, "tau": t}, BOTH[1:]) for t in a.taus), (a.tau, base, BOTH[:1])]
     return [(m, {**base, "momentum": m}, BOTH) for m in a.momenta]
 
 

@@ -443,10 +443,12 @@ def print_fig3d(rows: list[dict], meta: dict) -> None:
     print("| τ | client / server lr | seeds | GMA last 10 | AVG last 10 | GMA − AVG, seed by seed | beyond spread? | "
           "GMA best | AVG best |")
     print("|---|---|---|---|---|---|---|---|---|")
-    for key in sorted(lead):
-        print(f"| {key[0]:g} | {key[1]:g} / {key[2]:g} | {lead[key]['n'] + lead[key]['missing']} | "
+    for key in sorted(k[:-1] for k in last if k[-1] == "GMA"):   # every tau GMA ran at, with AVG's run or "—"
+        d = lead.get(key, {"mean": None, "missing": 0, "n": 0})
+        seeds = max(d["n"] + d["missing"], cell(last, (*key, "GMA"))[2])
+        print(f"| {key[0]:g} | {key[1]:g} / {key[2]:g} | {seeds} | "
               f"{show(*cell(last, (*key, 'GMA')))} | {show(*cell(last, (*key, 'AVG')))} | "
-              f"{' | '.join(lead_cells(lead[key]))} | {show(*cell(best, (*key, 'GMA')))} | "
+              f"{' | '.join(lead_cells(d))} | {show(*cell(best, (*key, 'GMA')))} | "
               f"{show(*cell(best, (*key, 'AVG')))} |")
     top = {k: v["mean"] for k, v in last.items() if k[-1] == "GMA" and v["mean"] is not None}
     if top:

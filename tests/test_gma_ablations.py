@@ -129,3 +129,8 @@ def test_gma_table_prints_fig3d_against_the_one_avg_run_by_hand(tmp_path, capsys
     assert "| 0.4 | 0.01 / 1 | 2 | 83.00 ± 2.83 | 81.00 ± 1.41 | +2.00 ± 1.41 | yes | 87.00 ± 2.83 | 85.00 ± 1.41 |" in out
     assert "best τ here by the last-10 mean: 0.4 (83.00" in out
     assert "| Table 8 |" not in out and "| — | tau |" not in out   # the tau rows stay out of the Tables 8/9/6 printer
+    # before AVG's run has landed (it comes last) GMA's points print alone
+    results.write_table(tmp_path, "ablations_full", [r for r in rows if r["aggregation"] == "GMA"],
+                        results.provenance(command="abl", scale="full data"))
+    run_script(monkeypatch, "gma_table", tmp_path)
+    assert "| 0.4 | 0.01 / 1 | 2 | 83.00 ± 2.83 | — | — | — | 87.00 ± 2.83 | — |" in capsys.readouterr().out
