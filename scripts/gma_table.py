@@ -427,18 +427,24 @@ def print_ablations_full(rows: list[dict], meta: dict) -> None:
               f"{show(*cell(best, (*key, 'AVG')))} | {show(*cell(best, (*key, 'GMA')))} | {paper} |")
 
 
+def fig3d_stats(rows: list[dict]) -> tuple[dict, dict, dict]:
+    """The tau table's (last, best, lead) as last10_and_best gives them, keyed (tau, lr, server_lr, rounds[, agg]):
+    AVG ran once per seed (it does not read tau), so its run is paired with GMA's at every tau."""
+    tau_rows = [r for r in rows if r["varied"] == "tau"]
+    taus = sorted({r["value_varied"] for r in tau_rows if r["aggregation"] == "GMA"})
+    paired = [r for r in tau_rows if r["aggregation"] == "GMA"]
+    paired += [{**r, "value_varied": t} for r in tau_rows if r["aggregation"] == "AVG" for t in taus]
+    return last10_and_best(paired, ["value_varied", "lr", "server_lr", "rounds"])
+
+
 def print_fig3d(rows: list[dict], meta: dict) -> None:
     """Fig. 3d on FMNIST (scripts/gma_ablations.py --tables tau): GMA's last-10 mean (and best) at each threshold
-    tau over the seeds, beside the one AVG run of the same seed (AVG does not read tau), and GMA − AVG seed by seed.
-    At tau = 0 every coordinate keeps its full weight, so GMA's lead there must be exactly 0."""
-    taus = sorted({r["value_varied"] for r in rows if r["varied"] == "tau" and r["aggregation"] == "GMA"})
-    if not taus:
+    tau over the seeds, beside the one AVG run of the same seed, and GMA − AVG seed by seed. At tau = 0 every
+    coordinate keeps its full weight, so GMA's lead there must be exactly 0."""
+    last, best, lead = fig3d_stats(rows)
+    if not any(k[-1] == "GMA" for k in last):
         print("no Fig. 3d rows in this table yet: python scripts/gma_ablations.py --tables tau writes them")
         return
-    # AVG ran once per seed: pair it with GMA at every tau
-    paired = [r for r in rows if r["varied"] == "tau" and r["aggregation"] == "GMA"]
-    paired += [{**r, "value_varied": t} for r in rows if r["varied"] == "tau" and r["aggregation"] == "AVG" for t in taus]
-    last, best, lead = last10_and_best(paired, ["value_varied", "lr", "server_lr", "rounds"])
     print(*results.provenance_comments(meta), sep="\n")
     print("| τ | client / server lr | seeds | GMA last 10 | AVG last 10 | GMA − AVG, seed by seed | beyond spread? | "
           "GMA best | AVG best |")
