@@ -2,6 +2,7 @@
 
     FLTUTOR_DATA=/path/to/datasets python scripts/gma_ablations.py --tables clients --seeds 0
     FLTUTOR_DATA=... python scripts/gma_ablations.py --tables epochs --epochs 3 5 --seeds 0 1
+    FLTUTOR_DATA=... python scripts/gma_ablations.py --tables tau --taus 0 0.2 0.4 --seeds 0
 
 Each table varies one thing on the paper's ablation setting (App. D.5): FedAvg on non-iid FMNIST (2 classes per
 client), every client in every round, LeNet-5, batch 32, tau = 0.4, AVG against GMA, 100 rounds, the test

@@ -16,7 +16,8 @@ run's test accuracy per round) gives, seed by seed, the best by rounds 15 and 50
 accuracy and the first round at 80 % or more: how much of a "best" is an early lead or one peak of a swinging curve.
 quick_seeds.csv (scripts/gma_quick_seeds.py): notebook 03's quick grid over more seeds, per data source and server rate.
 participation.csv, convex.csv and fig4.csv (scripts/gma_appendix.py): Tables 4-5, App. E and Fig. 4 on all the data.
-ablations_full.csv (scripts/gma_ablations.py): Tables 8, 9 and 6 on all of FMNIST.
+ablations_full.csv (scripts/gma_ablations.py): Tables 8, 9 and 6 on all of FMNIST, and Fig. 3d (GMA at each tau beside
+the one AVG run of each seed).
 """
 from __future__ import annotations
 
