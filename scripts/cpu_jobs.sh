@@ -5,6 +5,8 @@
 #   scripts/cpu_jobs.sh start TAG             # again, later: the list TAG started with (runs/bg/TAG/jobs.txt)
 #   scripts/cpu_jobs.sh status TAG            # what finished, what runs, each job's last round
 #   scripts/cpu_jobs.sh stop TAG              # stop every chain of TAG (a job resumes from its last checkpoint)
+#   scripts/cpu_jobs.sh add TAG JOBS_FILE     # more jobs for TAG: a running stream takes them after its current
+#                                             # ones, an idle stream starts (they run TAG's pinned commit)
 #
 # JOBS_FILE has configs/gpu/next_lease.txt's format, one job per line: `STREAM NAME fltutor-run-args`, where the
 # args name `-p results_dir /tmp/res/STREAM/<paper>`. The streams run at once, one CPU thread each (two streams
@@ -25,7 +27,7 @@ set -u
 here=$(cd "$(dirname "$0")/.." && pwd)
 root=${CPU_JOBS_DIR:-$here/runs/bg}   # where each TAG's folder goes
 
-usage() { echo "usage: $0 start TAG [JOBS_FILE] | status TAG | stop TAG" >&2; exit 2; }
+usage() { echo "usage: $0 start TAG [JOBS_FILE] | add TAG JOBS_FILE | status TAG | stop TAG" >&2; exit 2; }
 
 check_tag() {
     [[ "$1" =~ ^[A-Za-z0-9._-]+$ ]] || { echo "TAG: '$1' must be letters, digits, '.', '_' or '-'" >&2; exit 2; }
@@ -51,7 +53,9 @@ start() {
         git -C "$here" worktree add -q --detach "$bg/wt" HEAD || exit 1
     fi
     [ -d "$bg/wt" ] && echo "$tag runs commit $(git -C "$bg/wt" rev-parse --short HEAD) ($bg/wt)"
-    cp "$jobs" "$bg/jobs.txt.tmp" && mv "$bg/jobs.txt.tmp" "$bg/jobs.txt"   # the list as started, for a later start
+    # the list as started, for a later start; the saved list itself is left in place (a running chain of another
+    # stream reads it as it goes, so replacing the file would hide the jobs `add` appends from that chain)
+    [ "$jobs" -ef "$bg/jobs.txt" ] || { cp "$jobs" "$bg/jobs.txt.tmp" && mv "$bg/jobs.txt.tmp" "$bg/jobs.txt"; }
     # the chains run a copy of this script: bash reads a script as it goes, so an edit here would reach them mid-run
     cp "$0" "$bg/cpu_jobs.sh.tmp" && mv "$bg/cpu_jobs.sh.tmp" "$bg/cpu_jobs.sh"
     for s in $streams; do
@@ -107,6 +111,31 @@ EOF
     tail -n 3 "$bg"/logs/chain-*.log 2> /dev/null
 }
 
+add() {   # append JOBS_FILE's new jobs to TAG's list in place; start the streams that are not running
+    local tag=$1 jobs=$2 bg="$root/$1" line first name rest s added=0 streams="" idle=""
+    [ -f "$bg/jobs.txt" ] || { echo "TAG: $tag has no $bg/jobs.txt (never started): use start" >&2; exit 2; }
+    [ -f "$jobs" ] || { echo "JOBS_FILE: no file '$jobs'" >&2; exit 2; }
+    while IFS= read -r line || [ -n "$line" ]; do
+        read -r first name rest <<< "$line"
+        [ -n "$name" ] && [[ "$first" != \#* ]] || continue
+        if awk -v n="$name" '$1 !~ /^#/ && $2 == n {found = 1} END {exit !found}' "$bg/jobs.txt"; then
+            echo "job $name is in $tag's list already: not added"; continue
+        fi
+        printf '%s\n' "$line" >> "$bg/jobs.txt"   # in place: a running chain reads the file as it goes
+        added=$((added + 1))
+        [[ " $streams " == *" $first "* ]] || streams="$streams $first"
+    done < "$jobs"
+    echo "added $added job(s) to $tag; they run its pinned commit $(git -C "$bg/wt" rev-parse --short HEAD 2> /dev/null || echo '(no worktree yet)')"
+    for s in $streams; do
+        if [ -f "$bg/pids/$s" ] && kill -0 -- "-$(cat "$bg/pids/$s")" 2> /dev/null; then
+            echo "stream $s is running: it takes its new jobs after its current ones"
+        else
+            idle="$idle $s"
+        fi
+    done
+    [ -z "$idle" ] || STREAMS="${idle# }" start "$tag"
+}
+
 stop() {
     local bg="$root/$1" f
     [ -d "$bg" ] || { echo "TAG: no $bg" >&2; exit 2; }
@@ -127,6 +156,7 @@ case "${1:-}" in
     start) [ $# -eq 2 ] || [ $# -eq 3 ] || usage; check_tag "$2"; start "$2" "${3:-}" ;;
     status) [ $# -eq 2 ] || usage; check_tag "$2"; status "$2" ;;
     stop) [ $# -eq 2 ] || usage; check_tag "$2"; stop "$2" ;;
+    add) [ $# -eq 3 ] || usage; check_tag "$2"; add "$2" "$3" ;;
     _chain) chain "$2" "$3" ;;
     *) usage ;;
 esac

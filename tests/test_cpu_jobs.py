@@ -66,12 +66,32 @@ def test_a_later_start_without_a_jobs_file_reuses_the_saved_list(tmp_path):
     assert again.stdout == first.stdout
 
 
+def test_add_appends_new_jobs_in_place_and_starts_the_idle_streams(tmp_path):
+    (tmp_path / "jobs.txt").write_text(JOBS)
+    assert _run(tmp_path, "start", "t7", str(tmp_path / "jobs.txt")).returncode == 0
+    saved = tmp_path / "bg" / "t7" / "jobs.txt"
+    inode = saved.stat().st_ino   # a running chain holds this file open: it must never be replaced
+    (tmp_path / "more.txt").write_text("s4 a -f configs/03_table10.yaml -p results_dir /tmp/res/s4/gma\n"
+                                       "s9 d scripts/gma_ablations.py --tables tau --out-root /tmp/runs/s9 "
+                                       "--results-dir /tmp/res/s9/gma")   # no newline at the end
+    proc = _run(tmp_path, "add", "t7", str(tmp_path / "more.txt"))
+    assert proc.returncode == 0, proc.stderr
+    assert "job a is in t7's list already: not added" in proc.stdout and "added 1 job(s) to t7" in proc.stdout
+    assert saved.stat().st_ino == inode and saved.read_text() == JOBS + (tmp_path / "more.txt").read_text().split("\n")[1] + "\n"
+    bg = tmp_path / "bg" / "t7"   # stream s9 was idle (never started): it starts, with only its own job
+    assert [line for line in proc.stdout.splitlines() if line.startswith("python ")] == [
+        f"python scripts/gma_ablations.py --tables tau --out-root {bg}/runs/d --results-dir {bg}/res/d/gma"]
+    assert _run(tmp_path, "start", "t7").returncode == 0 and saved.stat().st_ino == inode   # a restart keeps it too
+
+
 @pytest.mark.parametrize("args, message", [
     (["start", "a b", "x"], "TAG: 'a b' must be letters"),
     (["start", "t3", "/nonexistent/jobs.txt"], "JOBS_FILE: no file"),
     (["start", "never-started"], "give one the first time TAG starts"),
     (["status", "never-started"], "TAG: no "),
     (["launch", "t3"], "usage:"),
+    (["add", "never-started", "/dev/null"], "never started): use start"),
+    (["add", "t3"], "usage:"),
 ])
 def test_bad_input_is_named(tmp_path, args, message):
     proc = _run(tmp_path, *args)
