@@ -460,8 +460,8 @@ def print_fig3d(rows: list[dict], meta: dict) -> None:
     top = {k: v["mean"] for k, v in last.items() if k[-1] == "GMA" and v["mean"] is not None}
     if top:
         k = max(top, key=top.get)
-        print(f"\nGMA's best τ here by the last-10 mean: {k[0]:g} ({top[k]:.2f}; at client / server lr {k[1]:g} / "
-              f"{k[2]:g}). The paper (label-skewed CIFAR-10, a plot without numbers) finds 0.4 best, lower τ "
+        print(f"\nGMA's best τ here by the last-10 mean, of the {len(top)} run: {k[0]:g} ({top[k]:.2f}; at client / server "
+              f"lr {k[1]:g} / {k[2]:g}). The paper (label-skewed CIFAR-10, a plot without numbers) finds 0.4 best, lower τ "
               "underfitting and higher τ overfitting.")
 
 

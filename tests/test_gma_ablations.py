@@ -127,7 +127,7 @@ def test_gma_table_prints_fig3d_against_the_one_avg_run_by_hand(tmp_path, capsys
     # by hand: AVG 81 ± 1.41 at every tau; tau 0 equals it (lead +0 ± 0); tau 0.4 83 ± 2.83, leads +1, +3
     assert "| 0 | 0.01 / 1 | 2 | 81.00 ± 1.41 | 81.00 ± 1.41 | +0.00 ± 0.00 | no | 85.00 ± 1.41 | 85.00 ± 1.41 |" in out
     assert "| 0.4 | 0.01 / 1 | 2 | 83.00 ± 2.83 | 81.00 ± 1.41 | +2.00 ± 1.41 | yes | 87.00 ± 2.83 | 85.00 ± 1.41 |" in out
-    assert "best τ here by the last-10 mean: 0.4 (83.00" in out
+    assert "best τ here by the last-10 mean, of the 2 run: 0.4 (83.00" in out
     assert "| Table 8 |" not in out and "| — | tau |" not in out   # the tau rows stay out of the Tables 8/9/6 printer
     # before AVG's run has landed (it comes last) GMA's points print alone
     results.write_table(tmp_path, "ablations_full", [r for r in rows if r["aggregation"] == "GMA"],
