@@ -414,7 +414,7 @@ def print_ablations_full(rows: list[dict], meta: dict) -> None:
     and the best, AVG and GMA over the seeds, GMA − AVG seed by seed, beside the paper's values."""
     by = ["varied", "value_varied", "lr", "server_lr", "rounds"]
     last, best, lead = last10_and_best([r for r in rows if r["varied"] != "tau"], by)   # tau: print_fig3d
-    print(*results.provenance_comments(meta), sep="\n")
+    print(*results.provenance_comments(tau_parts(meta, False)), sep="\n")
     print("| table | varied | value | client / server lr | seeds | AVG last 10 | GMA last 10 | GMA − AVG, seed by seed | "
           "beyond spread? | AVG best | GMA best | paper AVG / GMA (GMA − AVG) |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
@@ -426,6 +426,20 @@ def print_ablations_full(rows: list[dict], meta: dict) -> None:
         print(f"| {table} | {key[0]} | {key[1]:g} | {key[2]:g} / {key[3]:g} | {lead[key]['n'] + lead[key]['missing']} | "
               f"{show(*cell(last, (*key, 'AVG')))} | {show(*cell(last, (*key, 'GMA')))} | {' | '.join(lead_cells(lead[key]))} | "
               f"{show(*cell(best, (*key, 'AVG')))} | {show(*cell(best, (*key, 'GMA')))} | {paper} |")
+
+
+def tau_parts(meta: dict, tau: bool) -> dict:
+    """``meta`` with only the commands that ran the tau table (``tau=True``) or only the others: ablations_full.csv
+    holds both, and each printer shows the commands behind its own rows."""
+    def ran(m: dict) -> set:
+        words = str(m.get("command", "")).split()
+        i = words.index("--tables") + 1 if "--tables" in words else len(words)
+        tables = set()
+        while i < len(words) and not words[i].startswith("--"):
+            tables.add(words[i]); i += 1
+        return tables or {"tau", "other"}   # no --tables: the defaults ran every table
+    keep = (lambda t: "tau" in t) if tau else (lambda t: bool(t - {"tau"}))   # a command can have run both kinds
+    return {**meta, "parts": [m for m in meta.get("parts") or [meta] if keep(ran(m))]}
 
 
 def fig3d_stats(rows: list[dict]) -> tuple[dict, dict, dict]:
@@ -446,7 +460,7 @@ def print_fig3d(rows: list[dict], meta: dict) -> None:
     if not any(k[-1] == "GMA" for k in last):
         print("no Fig. 3d rows in this table yet: python scripts/gma_ablations.py --tables tau writes them")
         return
-    print(*results.provenance_comments(meta), sep="\n")
+    print(*results.provenance_comments(tau_parts(meta, True)), sep="\n")
     print("| τ | client / server lr | seeds | GMA last 10 | AVG last 10 | GMA − AVG, seed by seed | beyond spread? | "
           "GMA best | AVG best |")
     print("|---|---|---|---|---|---|---|---|---|")

@@ -121,14 +121,20 @@ def test_gma_table_prints_fig3d_against_the_one_avg_run_by_hand(tmp_path, capsys
             (0.4, 0, "GMA"): 81.0, (0.4, 1, "GMA"): 85.0}
     rows = [row(t, s, a, m, v + (4 if m == "best_global_acc" else 0)) for (t, s, a), v in last.items()
             for m in ("last10_global_acc", "best_global_acc")]
-    results.write_table(tmp_path, "ablations_full", rows, results.provenance(command="abl", scale="full data"))
+    results.write_table(tmp_path, "ablations_full", rows, results.provenance(command="abl --tables tau", scale="full data"))
+    n8 = [{**r, "varied": "clients", "value_varied": 10, "tau": 0.4} for r in rows if r["tau"] == 0.4]   # Table 8's rows
+    results.write_table(tmp_path, "ablations_full", n8, results.provenance(command="abl --tables clients", scale="full data"),
+                        merge=True)
     run_script(monkeypatch, "gma_table", tmp_path)
     out = capsys.readouterr().out
+    fig3d = out[out.index("Fig. 3d"):]   # each printer names only the commands behind its own rows
+    assert "<!-- abl --tables tau |" in fig3d and "--tables clients" not in fig3d
+    assert "<!-- abl --tables clients |" in out[:out.index("Fig. 3d")] and "--tables tau" not in out[:out.index("Fig. 3d")]
     # by hand: AVG 81 ± 1.41 at every tau; tau 0 equals it (lead +0 ± 0); tau 0.4 83 ± 2.83, leads +1, +3
     assert "| 0 | 0.01 / 1 | 2 | 81.00 ± 1.41 | 81.00 ± 1.41 | +0.00 ± 0.00 | no | 85.00 ± 1.41 | 85.00 ± 1.41 |" in out
     assert "| 0.4 | 0.01 / 1 | 2 | 83.00 ± 2.83 | 81.00 ± 1.41 | +2.00 ± 1.41 | yes | 87.00 ± 2.83 | 85.00 ± 1.41 |" in out
     assert "best τ here by the last-10 mean, of the 2 run: 0.4 (83.00" in out
-    assert "| Table 8 |" not in out and "| — | tau |" not in out   # the tau rows stay out of the Tables 8/9/6 printer
+    assert "| Table 8 | clients | 10 | 0.01 / 1 | 2 | 81.00 ± 1.41 | 83.00 ± 2.83 |" in out and "| — | tau |" not in out
     # before AVG's run has landed (it comes last) GMA's points print alone
     results.write_table(tmp_path, "ablations_full", [r for r in rows if r["aggregation"] == "GMA"],
                         results.provenance(command="abl", scale="full data"))
