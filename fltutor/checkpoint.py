@@ -84,6 +84,11 @@ def _json_safe(obj):
     return obj
 
 
+def atomic_write_text(path, text: str) -> None:
+    """Write ``text`` (UTF-8) so that readers see the old file or the new one, never half of one."""
+    _atomic_write_bytes(Path(path), text.encode())
+
+
 def atomic_write_json(path, obj) -> None:
     """Write strict JSON so that readers see the old file or the new one, never half of one."""
     _atomic_write_bytes(Path(path), json.dumps(_json_safe(obj), indent=1, allow_nan=False).encode())

@@ -22,7 +22,7 @@ from typing import Sequence
 import numpy as np
 
 from . import __version__
-from .checkpoint import REUSED, atomic_write_json
+from .checkpoint import REUSED, atomic_write_json, atomic_write_text
 
 __all__ = ["provenance", "write_table", "merge_rows", "merge_folder", "read_table", "summarize", "paired_difference", "provenance_comments", "devices", "load_script",
            "RESULTS_DIR",
@@ -130,9 +130,7 @@ def write_table(folder, name: str, rows: Sequence[dict], meta: dict, *, merge: b
     for r in rows:
         w.writerow({k: "" if v is None or (isinstance(v, float) and math.isnan(v)) else v for k, v in r.items()})
     path = folder / f"{name}.csv"
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(buf.getvalue())
-    os.replace(tmp, path)
+    atomic_write_text(path, buf.getvalue())
     meta_path = folder / f"{name}.json"
     atomic_write_json(meta_path, {**meta, "table": f"{name}.csv", "rows": len(rows), "columns": cols})
     return path, meta_path

@@ -1,6 +1,6 @@
 """Print GMA's learning-rate grid (results/gma/table10.csv), Tables 2-3 (tables2_3.csv) and the mask probe (mask_probe.csv) as markdown, for the README.
 
-    python scripts/gma_table.py [--folder results/gma]
+    python scripts/gma_table.py [--folder results/gma] [--section KEY]
 
 Table 10: one row per (server rate, client rate): AVG and GMA as mean ± sample sd over seeds of the best
 test accuracy over the rounds (and the last-10 mean), GMA − AVG, whether that is beyond the two spreads
@@ -20,6 +20,8 @@ ablations_full.csv (scripts/gma_ablations.py): Tables 8, 9 and 6 on all of FMNIS
 the one AVG run of each seed).
 """
 from __future__ import annotations
+
+from pathlib import Path
 
 from fltutor import results
 from fltutor.metrics import mean_std
@@ -495,49 +497,61 @@ def print_fig4(rows: list[dict], meta: dict) -> None:
         print(f"| {alpha:g} | " + " | ".join(cells) + f" | {max(cell(st, (alpha, t))[2] for t in rounds)} |")
 
 
-# (table, heading, printer), in the order they are printed
-SECTIONS = (("table10", "Table 10", print_table10),
-            ("table10_momentum0", "Table 10's grid at client momentum 0 (the paper's is 0.9): configs/03_table10_reduced.yaml "
-                                  "or configs/03_table10.yaml with -p momentum 0", print_table10),
-            ("table10_curves", "Table 10's runs round by round: where each best comes from (the grid's test-accuracy "
-                               "curves, seed by seed)", print_table10_curves),
-            ("table10_momentum0_curves", "The client-momentum-0 grid round by round", print_table10_curves),
-            ("tables2_3", "Tables 2-3", print_tables2_3),
-            ("tables2_3", "FedCMNIST in and out of distribution: the clients' held-out accuracy beside the test "
-                          "set's, and the fall from one to the other (Tables 2-3's FedCMNIST rows)", print_colour),
-            ("server_rate", "Table 2's rows at server rates above 1 (scripts/gma_server_rate.py; best of the evaluated "
-                            "rounds)", print_tables2_3),
-            ("mask_probe", "GMA's mask, round by round (scripts/gma_mask_probe.py)", print_mask_probe),
-            ("rate_probe", "Table 10's setting on the whole data, FedAvg only: client rate x batch x input scaling "
-                           "(scripts/gma_rate_probe.py)", print_rate_probe),
-            ("quick_seeds", "Notebook 03's quick Table 10 grid over more seeds (scripts/gma_quick_seeds.py): best test "
-                            "accuracy over its 10 rounds", print_quick_seeds),
-            ("participation", "Tables 4-5: one round with 5 or 2 of 10 FMNIST clients, AVG vs GMA from the same "
-                              "state (scripts/gma_appendix.py)", print_participation),
-            ("convex", "Appendix E: logistic regression on MNIST, one full-batch step per client and round "
-                       "(scripts/gma_appendix.py)", print_convex),
-            ("ablations_full", "Tables 8, 9 and 6: clients, local epochs and client momentum on all of FMNIST, every client in "
-                               "every round (scripts/gma_ablations.py)", print_ablations_full),
-            ("ablations_full", "Fig. 3d on FMNIST in place of CIFAR-10: GMA's threshold τ from 0 to 1, every client in "
-                               "every round (scripts/gma_ablations.py --tables tau)", print_fig3d),
-            ("fig4", "Fig. 4: sign agreement falls with heterogeneity, MNIST over 10 Dirichlet-skewed clients "
-                     "(scripts/gma_appendix.py)", print_fig4))
+# (key for --section, table, heading, printer), in the order they are printed
+SECTIONS = (
+    ("table10", "table10", "Table 10", print_table10),
+    ("table10_momentum0", "table10_momentum0", "Table 10's grid at client momentum 0 (the paper's is 0.9): "
+     "configs/03_table10_reduced.yaml or configs/03_table10.yaml with -p momentum 0", print_table10),
+    ("table10_curves", "table10_curves", "Table 10's runs round by round: where each best comes from (the grid's "
+     "test-accuracy curves, seed by seed)", print_table10_curves),
+    ("table10_momentum0_curves", "table10_momentum0_curves", "The client-momentum-0 grid round by round",
+     print_table10_curves),
+    ("tables2_3", "tables2_3", "Tables 2-3", print_tables2_3),
+    ("fedcmnist_shift", "tables2_3", "FedCMNIST in and out of distribution: the clients' held-out accuracy beside the "
+     "test set's, and the fall from one to the other (Tables 2-3's FedCMNIST rows)", print_colour),
+    ("server_rate", "server_rate", "Table 2's rows at server rates above 1 (scripts/gma_server_rate.py; best of the "
+     "evaluated rounds)", print_tables2_3),
+    ("mask_probe", "mask_probe", "GMA's mask, round by round (scripts/gma_mask_probe.py)", print_mask_probe),
+    ("rate_probe", "rate_probe", "Table 10's setting on the whole data, FedAvg only: client rate x batch x input "
+     "scaling (scripts/gma_rate_probe.py)", print_rate_probe),
+    ("quick_seeds", "quick_seeds", "Notebook 03's quick Table 10 grid over more seeds (scripts/gma_quick_seeds.py): "
+     "best test accuracy over its 10 rounds", print_quick_seeds),
+    ("participation", "participation", "Tables 4-5: one round with 5 or 2 of 10 FMNIST clients, AVG vs GMA from the "
+     "same state (scripts/gma_appendix.py)", print_participation),
+    ("convex", "convex", "Appendix E: logistic regression on MNIST, one full-batch step per client and round "
+     "(scripts/gma_appendix.py)", print_convex),
+    ("ablations", "ablations_full", "Tables 8, 9 and 6: clients, local epochs and client momentum on all of FMNIST, "
+     "every client in every round (scripts/gma_ablations.py)", print_ablations_full),
+    ("fig3d", "ablations_full", "Fig. 3d on FMNIST in place of CIFAR-10: GMA's threshold τ from 0 to 1, every client "
+     "in every round (scripts/gma_ablations.py --tables tau)", print_fig3d),
+    ("fig4", "fig4", "Fig. 4: sign agreement falls with heterogeneity, MNIST over 10 Dirichlet-skewed clients "
+     "(scripts/gma_appendix.py)", print_fig4),
+)
 
 
 def main() -> None:
-    folder = results.folder_from_cli(__doc__.splitlines()[0], "gma")
-    got = {name: results.read_table(folder, name) for name, _, _ in SECTIONS}
+    import argparse
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--folder", default=str(results.RESULTS_DIR / "gma"))
+    ap.add_argument("--section", choices=[key for key, *_ in SECTIONS],
+                    help="print only this table, without its heading (what scripts/readme_results.py fills in)")
+    a = ap.parse_args()
+    folder = Path(a.folder)
+    chosen = [s for s in SECTIONS if a.section in (None, s[0])]
+    got = {name: results.read_table(folder, name) for _, name, _, _ in chosen}
+    if a.section and not got[chosen[0][1]]:
+        raise SystemExit(f"--section {a.section}: no {folder}/{chosen[0][1]}.csv yet")
     if not any(got.values()):
         raise SystemExit(f"no {folder}/table10.csv, tables2_3.csv, server_rate.csv, mask_probe.csv or rate_probe.csv yet: run "
                          "configs/03_table10.yaml (or _reduced on a CPU), configs/03_paper.yaml (or 03_table2_cpu.yaml "
                          "on a CPU), scripts/gma_server_rate.py, scripts/gma_mask_probe.py or scripts/gma_rate_probe.py")
     printed = False
-    for name, heading, printer in SECTIONS:
+    for _, name, heading, printer in chosen:
         if got[name]:
-            print(("\n" if printed else "") + heading + "\n")
+            if not a.section:
+                print(("\n" if printed else "") + heading + "\n")
             printer(*got[name])
             printed = True
-
 
 if __name__ == "__main__":
     main()
