@@ -1,6 +1,6 @@
 """Print GMA's learning-rate grid (results/gma/table10.csv), Tables 2-3 (tables2_3.csv) and the mask probe (mask_probe.csv) as markdown, for the README.
 
-    python scripts/gma_table.py [--folder results/gma] [--section KEY]
+    python scripts/gma_table.py [--folder results/gma] [--section KEY [--rounds N]]
 
 Table 10: one row per (server rate, client rate): AVG and GMA as mean ± sample sd over seeds of the best
 test accuracy over the rounds (and the last-10 mean), GMA − AVG, whether that is beyond the two spreads
@@ -93,6 +93,36 @@ def print_grid(rows: list[dict]) -> None:
               f"{beyond} | {show(*cell(last, ('AVG', g, l)))} | {show(*cell(last, ('GMA', g, l)))} | {paper} |")
 
 
+# how a Tables 2-3 row names its setting: the dataset, then the skew in words, then the clients
+SKEW_NAMES = {"label": "2-class", "iid": "iid", "quantity": "quantity skew",
+              "dirichlet": "Dirichlet label skew",
+              "feature": "FedCMNIST feature skew (iid labels), each client's own colours",
+              "mixed": "FedCMNIST mixed skew, each client's own colours",
+              "feature-shared": "FedCMNIST feature skew (iid labels), one shared colour map reversed at test (ours, not "
+                                "a paper row)",
+              "mixed-shared": "FedCMNIST mixed skew, one colour map shared by the training clients and reversed at test "
+                              "(ours, not a paper row)"}
+
+
+def setting_name(dataset: str, skew: str, clients: int) -> str:
+    """'FMNIST, 2-class, 500 clients'; FedCMNIST is MNIST by construction, so it is not named twice."""
+    ds = {"mnist": "MNIST", "fashionmnist": "FMNIST", "cifar10": "CIFAR-10"}.get(dataset, dataset)
+    words = SKEW_NAMES.get(skew, skew)
+    return f"{words}, {clients} clients" if words.startswith("FedCMNIST") else f"{ds}, {words}, {clients} clients"
+
+
+def algorithm_name(algorithm: str, meta: dict) -> str:
+    """FedAvg, FedProx (μ = 0.01), FedAdam, FedYogi: FedProx names the μ its commands ran (from the JSON's settings,
+    since the rows have no μ column), or says the commands disagree."""
+    name = {"fedavg": "FedAvg", "fedprox": "FedProx", "fedadam": "FedAdam", "fedyogi": "FedYogi",
+            "scaffold": "SCAFFOLD"}.get(algorithm, algorithm)
+    if algorithm != "fedprox":
+        return name
+    mus = {(p.get("settings") or {}).get("mu") for p in meta.get("parts") or [meta]
+           if algorithm in ((p.get("settings") or {}).get("algorithms") or [])}
+    return f"{name} (μ = {mus.pop():g})" if len(mus) == 1 and None not in mus else f"{name} (μ: see the JSON)"
+
+
 def print_tables2_3(rows: list[dict], meta: dict) -> None:
     # a row of the table: setting, algorithm, how the pair was chosen, and the pair itself when AVG and GMA
     # share it ("own": each its own pick, shown in the cells)
@@ -109,7 +139,13 @@ def print_tables2_3(rows: list[dict], meta: dict) -> None:
     print("| setting | algorithm | lr pair (client / server) | seeds | AVG best | GMA best | GMA − AVG, seed by seed | "
           "beyond spread? | AVG last 10 | GMA last 10 | paper AVG / GMA (GMA − AVG) |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for key in sorted(lead, key=str):
+    skews, algos = list(SKEW_NAMES), ["fedavg", "fedprox", "fedadam", "fedyogi"]
+
+    def order(key: tuple) -> tuple:   # the paper's order: label skew first, MNIST before FMNIST, FedAvg first
+        k = dict(zip(by, key))
+        return (skews.index(k["skew"]) if k["skew"] in skews else len(skews), k["dataset"] != "mnist", k["dataset"],
+                -k["clients"], algos.index(k["algorithm"]) if k["algorithm"] in algos else len(algos), str(key))
+    for key in sorted(lead, key=order):
         k = dict(zip(by, key))
         show_ = {agg: show(*cell(best, (*key, agg))) + picks.get((*key, agg), "") for agg in ("AVG", "GMA")}
         d = lead[key]
@@ -117,15 +153,26 @@ def print_tables2_3(rows: list[dict], meta: dict) -> None:
         p = GMA_TABLE.get((k["dataset"], k["skew"], k["clients"]), {}).get(k["algorithm"])
         paper = "—" if p is None else f"{p[0]} / {p[1]} ({p[1] - p[0]:+.2f})"
         pair = k["pair"] if k["lr_choice"] != "own" else "each its own pick"
-        print(f"| {k['dataset']} {k['skew']} {k['clients']} | {k['algorithm']} | {pair} ({k['lr_choice']}) | {d['n']} | "
-              f"{show_['AVG']} | {show_['GMA']} | {gap} | {beyond} | {show(*cell(last, (*key, 'AVG')))} | "
-              f"{show(*cell(last, (*key, 'GMA')))} | {paper} |")
+        if beyond == "yes":
+            beyond = f"yes, {'GMA' if d['mean'] > 0 else 'AVG'} ahead"
+        print(f"| {setting_name(k['dataset'], k['skew'], k['clients'])} | {algorithm_name(k['algorithm'], meta)} | "
+              f"{pair} ({k['lr_choice']}) | {d['n']} | {show_['AVG']} | {show_['GMA']} | {gap} | {beyond} | "
+              f"{show(*cell(last, (*key, 'AVG')))} | {show(*cell(last, (*key, 'GMA')))} | {paper} |")
 
 
 # FedCMNIST's two constructions (notebook 03, section 6): each training client's own colour map (the paper's
 # text), or one map shared by every training client and reversed on the test set (coloured MNIST's way)
 COLOUR_MAPS = {"feature": "own per client", "mixed": "own per client",
                "feature-shared": "shared, reversed at test", "mixed-shared": "shared, reversed at test"}
+
+
+def parts_running(meta: dict, skews) -> dict:
+    """``meta`` with only the commands whose ``settings`` ran one of ``skews`` (a command that recorded no
+    settings stays): the provenance of one slice of a table that several commands wrote."""
+    def ran(p: dict) -> bool:
+        settings = (p.get("settings") or {}).get("settings")
+        return settings is None or any(s[1] in skews for s in settings)
+    return {**meta, "parts": [p for p in meta.get("parts") or [meta] if ran(p)]}
 
 
 def print_colour(rows: list[dict], meta: dict) -> None:
@@ -155,7 +202,7 @@ def print_colour(rows: list[dict], meta: dict) -> None:
             return [f"{len(seeds) - len(ok)} of {len(seeds)} diverged"] * 3
         return [fmt([v[ind] for v in ok]), fmt([v[ood] for v in ok]), fmt([v[ind] - v[ood] for v in ok])]
 
-    print(*results.provenance_comments(meta), sep="\n")
+    print(*results.provenance_comments(parts_running(meta, COLOUR_MAPS)), sep="\n")
     print("| FedCMNIST | colour map | clients | algorithm | lr pair | aggregation | seeds | held-out best | test best | "
           "fall (best) | held-out last 10 | test last 10 | fall (last 10) |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
@@ -216,7 +263,7 @@ def print_mask_probe(rows: list[dict], meta: dict) -> None:
                 final.setdefault(m, []).extend(r["value"] for r in rs if r["metric"] == m and r["round"] == last)
         rounds = max((r["round"] for rs in by_seed.values() for r in rs if r["metric"] == "cum_ratio"), default=0)
         note = f" (diverged at round {min(stops)})" if stops else ""
-        print(f"| {ds} label {n} | {lr:g} | {traj} | {len(by_seed)} | {rounds}{note} | "
+        print(f"| {setting_name(ds, 'label', n)} | {lr:g} | {traj} | {len(by_seed)} | {rounds}{note} | "
               + " | ".join(spread(per_round.get(m)) for m in ("below_tau", "mask_mean", "step_ratio")) + " | "
               + " | ".join(spread(final.get(m)) for m in ("cum_ratio", "cum_cos")) + " |")
 
@@ -235,7 +282,7 @@ def print_rate_probe(rows: list[dict], meta: dict) -> None:
         seeds = len(m.get("diverged_round", []))
         best, final = ([v for v in m.get(k, []) if v is not None] for k in ("best_global_acc", "final_global_acc"))
         fmt = lambda v: "—" if not v else (f"{v[0]:.2f}" if len(v) == 1 else "{:.2f} ± {:.2f}".format(*mean_std(v)))
-        print(f"| {ds} label {n} | {inputs} | {bs} | {lr:g} | {mom:g} | {g:g} | {rounds} | {seeds} | {fmt(best)} | "
+        print(f"| {setting_name(ds, 'label', n)} | {inputs} | {bs} | {lr:g} | {mom:g} | {g:g} | {rounds} | {seeds} | {fmt(best)} | "
               f"{fmt(final)} | {f'{len(stops)} of {seeds}, round {min(stops)}' if stops else '–'} |")
 
 
@@ -529,16 +576,29 @@ SECTIONS = (
 )
 
 
+def of_rounds(rows: list[dict], meta: dict, rounds: int) -> tuple[list[dict], dict] | None:
+    """A table's runs of ``rounds`` rounds, with its commands narrowed to those whose settings ran that many
+    (a command that recorded no round count stays); None if no row has that count."""
+    rows = [r for r in rows if r.get("rounds") == rounds]
+    parts = [p for p in meta.get("parts") or [meta]
+             if (p.get("settings") or {}).get("grid_rounds", (p.get("settings") or {}).get("rounds", rounds)) == rounds]
+    return (rows, {**meta, "parts": parts}) if rows else None
+
+
 def main() -> None:
     import argparse
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--folder", default=str(results.RESULTS_DIR / "gma"))
     ap.add_argument("--section", choices=[key for key, *_ in SECTIONS],
                     help="print only this table, without its heading (what scripts/readme_results.py fills in)")
+    ap.add_argument("--rounds", type=int, help="only the runs of this many rounds, and only the commands that "
+                    "made them (Table 10 holds a CPU's 15-round grid beside the paper's 100)")
     a = ap.parse_args()
     folder = Path(a.folder)
     chosen = [s for s in SECTIONS if a.section in (None, s[0])]
     got = {name: results.read_table(folder, name) for _, name, _, _ in chosen}
+    if a.rounds is not None:
+        got = {name: t and of_rounds(*t, a.rounds) for name, t in got.items()}
     if a.section and not got[chosen[0][1]]:
         raise SystemExit(f"--section {a.section}: no {folder}/{chosen[0][1]}.csv yet")
     if not any(got.values()):

@@ -78,10 +78,10 @@ def test_gma_table_script_summarizes_the_probe_by_hand(tmp_path, capsys, monkeyp
     out = capsys.readouterr().out
     # by hand: step ratio per seed over rounds 0.85 and 0.80 -> 0.825 ± 0.035; the sums at round 2: 1.2 and 1.4 ->
     # 1.300 ± 0.141; cosine 0.5 and 0.6 -> 0.550 ± 0.071
-    assert ("| fashionmnist label 500 | 0.05 | AVG | 2 | 2 | 0.500 ± 0.000 | 0.400 ± 0.000 | 0.825 ± 0.035 | "
+    assert ("| FMNIST, 2-class, 500 clients | 0.05 | AVG | 2 | 2 | 0.500 ± 0.000 | 0.400 ± 0.000 | 0.825 ± 0.035 | "
             "1.300 ± 0.141 | 0.550 ± 0.071 |") in out
-    assert "| fashionmnist label 10 | 0.01 | GMA | 1 | 1 (diverged at round 2) | 1.000 | 1.000 | 1.000 | 1.000 | 1.000 |" in out
-    assert out.index("label 10 |") < out.index("label 500 |")   # fewer clients first
+    assert "| FMNIST, 2-class, 10 clients | 0.01 | GMA | 1 | 1 (diverged at round 2) | 1.000 | 1.000 | 1.000 | 1.000 | 1.000 |" in out
+    assert out.index("10 clients |") < out.index("500 clients |")   # fewer clients first
 
 
 def test_gma_table_prints_the_server_rate_rows_with_the_lead_seed_by_seed(tmp_path, capsys, monkeypatch):
@@ -96,5 +96,5 @@ def test_gma_table_prints_the_server_rate_rows_with_the_lead_seed_by_seed(tmp_pa
     out = capsys.readouterr().out
     # by hand: AVG 81 ± 1.41, GMA 79.5 ± 0.71; leads -1 and -2: -1.50 ± 0.71, beyond its sd
     assert "server rates above 1" in out and "every 5 rounds" in out
-    assert ("| fashionmnist label 500 | fedavg | 0.05 / 1.5 (fixed) | 2 | 81.00 ± 1.41 | 79.50 ± 0.71 | -1.50 ± 0.71 | "
-            "yes |") in out
+    assert ("| FMNIST, 2-class, 500 clients | FedAvg | 0.05 / 1.5 (fixed) | 2 | 81.00 ± 1.41 | 79.50 ± 0.71 | -1.50 ± 0.71 | "
+            "yes, AVG ahead |") in out

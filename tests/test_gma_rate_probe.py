@@ -71,5 +71,5 @@ def test_gma_table_prints_the_probe_by_hand(tmp_path, capsys, monkeypatch):
     run_script(monkeypatch, "gma_table", tmp_path)
     out = capsys.readouterr().out
     # by hand: best 41.2 and 43.2 -> 42.20 ± 1.41, final 10 and 12 -> 11.00 ± 1.41; one of two seeds diverged at round 3
-    assert "| fashionmnist label 10 | unit | 32 | 0.05 | 0.9 | 1 | 10 | 2 | 42.20 ± 1.41 | 11.00 ± 1.41 | – |" in out
-    assert "| fashionmnist label 10 | standardized | 32 | 0.1 | 0.9 | 1 | 10 | 2 | 70.00 | 69.00 | 1 of 2, round 3 |" in out
+    assert "| FMNIST, 2-class, 10 clients | unit | 32 | 0.05 | 0.9 | 1 | 10 | 2 | 42.20 ± 1.41 | 11.00 ± 1.41 | – |" in out
+    assert "| FMNIST, 2-class, 10 clients | standardized | 32 | 0.1 | 0.9 | 1 | 10 | 2 | 70.00 | 69.00 | 1 of 2, round 3 |" in out

@@ -89,3 +89,59 @@ def test_a_broken_marker_exits_2(tmp_path, capsys):
     readme.write_text("<!-- results: python scripts/privacy_table.py mnist -->\nno end\n")
     assert rr.main(["--file", str(readme), "--check"]) == 2
     assert "never closed" in capsys.readouterr().err
+
+
+def gma_table(monkeypatch, capsys, folder, *args) -> str:
+    """What ``python scripts/gma_table.py --folder FOLDER ARGS`` prints."""
+    import sys
+    monkeypatch.setattr(sys, "argv", ["gma_table.py", "--folder", str(folder), *args])
+    results.load_script("gma_table").main()
+    return capsys.readouterr().out
+
+
+def test_a_section_at_one_round_count_shows_only_those_runs_and_the_commands_that_made_them(tmp_path, monkeypatch,
+                                                                                              capsys):
+    """Table 10 holds a 15-round CPU grid beside the 100-round one; --rounds keeps each block to its own rows and
+    provenance, and --section drops the heading the whole print carries."""
+    def row(rounds, agg, seed, value):
+        return {"dataset": "fashionmnist", "skew": "label", "clients": 10, "algorithm": "fedavg", "aggregation": agg,
+                "server_lr": 1.0, "lr": 0.01, "tau": 0.4, "momentum": 0.9, "seed": seed, "rounds": rounds,
+                "metric": "best_global_acc", "value": value}
+    for rounds, vals in ((15, (50.0, 52.0)), (100, (80.0, 84.0))):
+        rows = [row(rounds, agg, s, v + (1 if agg == "GMA" else 0)) for agg in ("AVG", "GMA") for s, v in enumerate(vals)]
+        results.write_table(tmp_path, "table10", rows, results.provenance(
+            command=f"grid{rounds}", scale="full scale" if rounds == 100 else "reduced scale: test",
+            settings={"grid_rounds": rounds}), merge=True)
+    whole = gma_table(monkeypatch, capsys, tmp_path)
+    assert whole.startswith("Table 10\n") and "grid15" in whole and "grid100" in whole
+    out = gma_table(monkeypatch, capsys, tmp_path, "--section", "table10", "--rounds", "15")
+    assert not out.startswith("Table 10") and "grid15" in out and "grid100" not in out
+    # by hand: AVG 50, 52 -> 51.00 ± 1.41; GMA 51, 53 -> 52.00 ± 1.41
+    assert "| 1 | 0.01 | 51.00 ± 1.41 | 52.00 ± 1.41 | +1.00 | no |" in out and "82.00" not in out
+    out = gma_table(monkeypatch, capsys, tmp_path, "--section", "table10", "--rounds", "100")
+    assert "grid100" in out and "grid15" not in out and "| 1 | 0.01 | 82.00 ± 2.83 | 83.00 ± 2.83 |" in out
+    with pytest.raises(SystemExit, match="--section fig4: no .*fig4.csv yet"):
+        gma_table(monkeypatch, capsys, tmp_path, "--section", "fig4")
+
+
+def test_tables2_3_names_settings_in_words_and_fedprox_with_its_mu(tmp_path, monkeypatch, capsys):
+    def row(dataset, skew, algo, agg, seed, value):
+        return {"dataset": dataset, "skew": skew, "clients": 500, "algorithm": algo, "aggregation": agg,
+                "lr_choice": "fixed", "lr": 0.05, "server_lr": 1.0, "seed": seed, "rounds": 200,
+                "metric": "best_global_acc", "value": value}
+    # GMA ahead by 2 and 4 in the two seeds: +3.00 ± 1.41, beyond its sd, so "yes, GMA ahead"
+    rows = [row("fashionmnist", "label", "fedprox", agg, s, v + (2 + 2 * s if agg == "GMA" else 0))
+            for agg in ("AVG", "GMA") for s, v in enumerate((70.0, 72.0))]
+    rows += [row("mnist", "mixed-shared", "fedavg", agg, s, 90.0) for agg in ("AVG", "GMA") for s in range(2)]
+    results.write_table(tmp_path, "tables2_3", rows, results.provenance(
+        command="t", settings={"algorithms": ["fedprox"], "mu": 0.01}))
+    out = gma_table(monkeypatch, capsys, tmp_path, "--section", "tables2_3")
+    assert "| FMNIST, 2-class, 500 clients | FedProx (μ = 0.01) | 0.05 / 1 (fixed) | 2 |" in out
+    assert "| +3.00 ± 1.41 | yes, GMA ahead |" in out
+    assert "| FedCMNIST mixed skew, one colour map shared by the training clients and reversed at test (ours, not a " \
+           "paper row), 500 clients | FedAvg |" in out
+    assert out.index("FedProx") < out.index("FedCMNIST")      # label skew first, as the paper orders its rows
+    # two commands that ran FedProx at different mu: the name says so instead of picking one
+    results.write_table(tmp_path, "tables2_3", rows[:4], results.provenance(
+        command="t2", settings={"algorithms": ["fedprox"], "mu": 1.0}), merge=True)
+    assert "FedProx (μ: see the JSON)" in gma_table(monkeypatch, capsys, tmp_path, "--section", "tables2_3")

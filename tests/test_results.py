@@ -282,9 +282,9 @@ def test_gma_table_script_prints_tables2_3_with_the_lead_seed_by_seed(tmp_path, 
     assert "Table 10" not in out and "full data: test" in out
     # by hand: AVG 96 ± 1, GMA 96.5 ± 0.866; leads 0.5, 1, 0: mean 0.5, sd 0.5 (not beyond: |0.5| is not > 0.5);
     # AVG last-10 95 ± 1; the paper's MNIST-500 FedAvg is 96.24 / 97.36
-    assert ("| mnist label 500 | fedavg | 0.05 / 1 (fixed) | 3 | 96.00 ± 1.00 | 96.50 ± 0.87 | +0.50 ± 0.50 | no | "
+    assert ("| MNIST, 2-class, 500 clients | FedAvg | 0.05 / 1 (fixed) | 3 | 96.00 ± 1.00 | 96.50 ± 0.87 | +0.50 ± 0.50 | no | "
             "95.00 ± 1.00 | — | 96.24 / 97.36 (+1.12) |") in out
-    assert "| mnist label 500 | fedavg | 0.05 / 2 (fixed) | 1 | 90.50 ± 0.71 | 1 of 2 diverged | — | — |" in out
+    assert "| MNIST, 2-class, 500 clients | FedAvg | 0.05 / 2 (fixed) | 1 | 90.50 ± 0.71 | 1 of 2 diverged | — | — |" in out
 
 
 def test_gma_table_script_prints_fedcmnist_in_and_out_of_distribution_by_hand(tmp_path, capsys, monkeypatch):
