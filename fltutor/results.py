@@ -229,20 +229,36 @@ def devices(meta: dict) -> str:
 
 def provenance_comments(meta: dict) -> list[str]:
     """One markdown comment per command that wrote a table (each of ``parts`` when several did): what the
-    README keeps beside a table so a reader sees how, where, when and at what scale it was made."""
-    return [f"<!-- {m.get('command')} | {m.get('scale', '')} | {m.get('device')} | {m.get('date')} | "
-            f"commit {str(m.get('commit'))[:10]} | {m.get('wall_s')} s{_reused_words(m.get('reused'))} -->"
-            for m in meta.get("parts") or [meta]]
+    README keeps beside a table so a reader sees how, where, when and at what scale it was made. Parts that ran
+    the same command at the same scale, on the same device and commit (one job merged after each of its values,
+    or resumed) share one line: their first and last date, how many they were and their summed wall time."""
+    groups: dict[tuple, list[dict]] = {}
+    for m in meta.get("parts") or [meta]:
+        key = (m.get("command"), m.get("scale", ""), m.get("device"), str(m.get("commit"))[:10])
+        groups.setdefault(key, []).append(m)
+    lines = []
+    for (command, scale, device, commit), ms in groups.items():
+        dates = sorted(str(m.get("date")) for m in ms)
+        walls = [m.get("wall_s") for m in ms]
+        wall = None if None in walls else round(sum(walls), 1)
+        reused = {k: sum((m.get("reused") or {}).get(k) or 0 for m in ms)
+                  for k in ("resumed_runs", "rounds_resumed", "reloaded_cells")}
+        when = dates[0] if len(ms) == 1 else f"{dates[0]} to {dates[-1]} ({len(ms)} parts)"
+        lines.append(f"<!-- {command} | {scale} | {device} | {when} | commit {commit} | "
+                     f"{wall} s{' in all' if len(ms) > 1 else ''}{_reused_words(reused, len(ms))} -->")
+    return lines
 
 
-def _reused_words(reused: dict | None) -> str:
+def _reused_words(reused: dict | None, processes: int = 1) -> str:
     """' of this process (N runs resumed, ...)' for a command whose wall time leaves out earlier processes' work, else ''."""
     if not reused:
         return ""
     parts = [f"{reused[k]} {what}" for k, what in (("resumed_runs", "runs resumed"),
                                                   ("rounds_resumed", "rounds done before"),
                                                   ("reloaded_cells", "finished cells reloaded")) if reused.get(k)]
-    return f" of this process ({', '.join(parts)})"
+    if not parts:
+        return ""
+    return f" of {'this process' if processes == 1 else 'these processes'} ({', '.join(parts)})"
 
 
 def load_script(name: str):

@@ -367,3 +367,17 @@ def test_load_script_gives_the_checkouts_script_and_names_a_missing_one():
     assert Path(mod.__file__).resolve() == (Path(results.RESULTS_DIR).parent / "scripts" / "gma_quick_seeds.py").resolve()
     with pytest.raises(FileNotFoundError, match="no .*nonexistent_script.py"):
         results.load_script("nonexistent_script")
+
+
+def test_provenance_comments_fold_the_parts_of_one_job_into_one_line(tmp_path):
+    """A job that merges after each of its values (or resumes) leaves many parts with one command: one line for
+    them, first to last date, with the summed wall time and what the processes reused."""
+    import fltutor.results as r
+    meta = {"parts": [{"command": "job", "scale": "full", "device": "cpu", "commit": "abc", "date": d, "wall_s": w,
+                       **({"reused": {"reloaded_cells": 2}} if d == "2" else {})}
+                      for d, w in (("3", 1.5), ("1", 2.0), ("2", 0.5))]
+                     + [{"command": "other", "scale": "full", "device": "cpu", "commit": "abc", "date": "4", "wall_s": 1.0}]}
+    lines = r.provenance_comments(meta)
+    assert lines == ["<!-- job | full | cpu | 1 to 3 (3 parts) | commit abc | 4.0 s in all of these processes "
+                     "(2 finished cells reloaded) -->",
+                     "<!-- other | full | cpu | 4 | commit abc | 1.0 s -->"]
