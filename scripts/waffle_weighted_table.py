@@ -3,6 +3,7 @@
     python scripts/waffle_weighted_table.py            # Table 1 (as the paper lays it out, then one row per cell),
                                                        # the stability study, SCAFFOLD's two options
     python scripts/waffle_weighted_table.py --folder other/results/waffle_weighted
+    python scripts/waffle_weighted_table.py --section fig5   # one table (keys: --help)
 
 Table 1: one row per distribution, method and client rate: Alice's best accuracy (the paper's
 metric) as mean ± sample sd over the seeds that ran, the paper's number (only beside its own rate,
@@ -172,27 +173,69 @@ def controls(rows: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
+# Fig. 5 / Table 4 (configs/04_fig5.yaml): the config's label distribution "B" is Table 1's B, which Table 4 calls C
+FIG5_LABELS = {"A": "A (IID)", "B": "C (= Table 1's B)"}
+FIG5_SIZES = {"A": "size A (equal)", "B": "size B (6-21 %)", "C": "size C (agent 4 twice)"}
+
+
+def fig5(rows: list[dict]) -> pd.DataFrame:
+    """Fig. 5 / Table 4: Weight Erosion with the paper's distance penalty p_d and without it (p_d = 0), one row per
+    (images per agent, label distribution), one column per size distribution: Alice's best accuracy (final in
+    brackets) as the mean over seeds (± sd with several), "with p_d / without"."""
+    df = wide(rows, ["images_per_agent", "label", "size", "p_d", "seed"])
+    df["p_d"] = pd.to_numeric(df["p_d"])
+    out = []
+    for (imgs, label), g in sorted(df.groupby(["images_per_agent", "label"]), key=lambda kv: (str(kv[0][0]), kv[0][1])):
+        pds = sorted(g["p_d"].unique(), reverse=True)           # the paper's p_d first, then 0
+        row = {"images per agent": imgs, "label distribution": FIG5_LABELS.get(label, label),
+               "p_d": " / ".join(f"{v:g}" for v in pds), "seeds": g["seed"].nunique()}
+        for size, name in FIG5_SIZES.items():
+            cells = []
+            for v in pds:
+                c = g[(g["size"] == size) & (g["p_d"] == v)]
+                cells.append("–" if c.empty else f"{_ms(c['best_acc'], 1)} ({_ms(c['final_acc'], 1)})")
+            row[name] = " / ".join(cells)
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def sections(folder) -> list[tuple[str, str, object]]:
+    """(key for --section, table file, printer) in the order they are printed."""
+    variants = sorted(p.stem for p in Path(folder).glob("table1_*.csv") if not p.stem.endswith("_curves"))
+    return [("table1_layout", "table1", table1_layout), ("table1", "table1", table1), ("turns_local", "table1", turns_local),
+            *((v, v, table1) for v in variants),        # Table 1 clipped or with another network: never pooled
+            ("stability", "stability", stability), ("scaffold_control", "scaffold_control", controls),
+            ("turns_local_clipped", "scaffold_control_curves", turns_local_clipped), ("fig5", "fig5", fig5)]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--folder", default=str(results.RESULTS_DIR / "waffle_weighted"))
-    folder = ap.parse_args().folder
+    ap.add_argument("--section", help="print only this table (what scripts/readme_results.py fills in): "
+                    + ", ".join(k for k, _, _ in sections(results.RESULTS_DIR / "waffle_weighted")))
+    a = ap.parse_args()
+    folder = Path(a.folder)
+    chosen = [s for s in sections(folder) if a.section in (None, s[0])]
+    if a.section and not chosen:
+        raise SystemExit(f"--section {a.section!r}: not a table of {folder}; choose one of "
+                         + ", ".join(k for k, _, _ in sections(folder)))
+    try:   # the folder as the reader's checkout names it, so the README does not depend on where it was printed
+        shown = folder.resolve().relative_to(results.RESULTS_DIR.parent.resolve())
+    except ValueError:
+        shown = folder
     found = False
-    variants = sorted(p.stem for p in Path(folder).glob("table1_*.csv") if not p.stem.endswith("_curves"))
-    for name, make in (("table1", table1_layout), ("table1", table1), ("table1", turns_local),
-                       *((v, table1) for v in variants),        # Table 1 clipped or with another network: never pooled
-                       ("stability", stability), ("scaffold_control", controls),
-                       ("scaffold_control_curves", turns_local_clipped)):
+    for key, name, make in chosen:
         got = results.read_table(folder, name)
         if got is None:
             continue
         found = True
         rows, meta = got
         what = {"table1": meta.get("scale"), "stability": "seed 0 unless the table says otherwise"}.get(name, meta.get("scale"))
-        print(f"\n{folder}/{name}.csv ({len(rows)} rows; {what}; {results.devices(meta)}):\n")
+        print(f"{'' if a.section else chr(10)}{shown}/{name}.csv ({len(rows)} rows; {what}; {results.devices(meta)}):\n")
         print(make(rows).to_markdown(index=False, disable_numparse=True))
     if not found:
-        raise SystemExit(f"no tables in {folder} yet: run configs/04_paper.yaml or configs/04_stability.yaml")
-
+        raise SystemExit(f"no {'--section ' + a.section + ' table' if a.section else 'tables'} in {folder} yet: run "
+                         "configs/04_paper.yaml, configs/04_stability.yaml or configs/04_fig5.yaml")
 
 if __name__ == "__main__":
     main()

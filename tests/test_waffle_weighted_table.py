@@ -132,3 +132,23 @@ def test_controls_table_puts_clipped_runs_on_their_own_rows(mod):
     t = mod.controls(rows)                     # the first run has no grad_clip_norm column: unclipped
     assert list(t["gradient clip"]) == ["–", "1"]
     assert list(t["diverged"]) == ["1 of 1 (rounds 12)", "0 of 2"] and t.iloc[1]["best"] == "95.50 ± 0.71"
+
+
+def test_fig5_pivots_sizes_into_columns_with_the_penalty_first(mod):
+    """Fig. 5 / Table 4: one row per (images per agent, label distribution), "with p_d / without" per size."""
+    def run(imgs, label, size, p_d, seed, best, final):
+        ids = {"dataset": "mnist", "label": label, "size": size, "p_d": p_d, "rounds": 100, "images_per_agent": imgs,
+               "seed": seed}
+        return [{**ids, "metric": "best_acc", "value": best}, {**ids, "metric": "final_acc", "value": final}]
+    rows = (run("all", "B", "A", 0.0067, 0, 99.0, 98.0) + run("all", "B", "A", 0.0067, 1, 98.0, 97.0)
+            + run("all", "B", "A", 0.0, 0, 97.0, 96.0) + run("all", "B", "A", 0.0, 1, 97.0, 96.0)
+            + run("600", "A", "C", 0.006, 0, 98.0, 97.8))
+    t = mod.fig5(rows)
+    assert list(t["images per agent"]) == ["600", "all"]
+    full = t[t["images per agent"] == "all"].iloc[0]
+    assert full["label distribution"] == "C (= Table 1's B)" and full["p_d"] == "0.0067 / 0" and full["seeds"] == 2
+    # by hand: best 99 and 98 -> 98.5 ± 0.7 (final 97.5 ± 0.7); without the penalty 97 and 97 -> 97.0 ± 0.0
+    assert full["size A (equal)"] == "98.5 ± 0.7 (97.5 ± 0.7) / 97.0 ± 0.0 (96.0 ± 0.0)"
+    assert full["size B (6-21 %)"] == "– / –"                                     # not run: said, not blank
+    sketch = t[t["images per agent"] == "600"].iloc[0]
+    assert sketch["label distribution"] == "A (IID)" and sketch["size C (agent 4 twice)"] == "98.0 (97.8)"
