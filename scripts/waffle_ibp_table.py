@@ -1,6 +1,6 @@
 """Print weight-factorization WAFFLe's Tables 1-2 (results/waffle_ibp/tables1_2.csv) as markdown, for the README.
 
-    python scripts/waffle_ibp_table.py
+    python scripts/waffle_ibp_table.py [--folder results/waffle_ibp] [--section table-2]
 
 Table 2: mean local test accuracy, unimodal and multimodal; Table 1: the multimodal split's majority,
 minority, gap and variance; WAFFLe's lead over FedAvg in both, seed by seed (with its smallest and
@@ -17,6 +17,8 @@ every row of its method, so two readings of an open choice can be held against i
 from __future__ import annotations
 
 import re
+from pathlib import Path
+
 import torch
 
 from fltutor import results
@@ -62,9 +64,70 @@ def label(k: dict) -> str:
     return k["method"] + (f" ({'; '.join(extra)})" if extra else "")
 
 
+def slug(title: str) -> str:
+    """'**Table 2** (local ...)' -> 'table-2': a bold caption's words, lower case, joined by '-'."""
+    return "-".join(re.findall(r"[a-z0-9]+", title.split("**")[1].lower()))
+
+
+def split_sections(text: str) -> dict[str, str]:
+    """The printed tables one by one, keyed by their captions' slugs (a repeated caption gets -2, -3, ...). A
+    section starts at the provenance comments right above its bold caption and ends where the next one starts."""
+    lines = text.strip("\n").split("\n")
+    starts = []
+    for i, line in enumerate(lines):
+        if line.startswith("**"):
+            j = i
+            while j > 0 and (lines[j - 1].startswith("<!--") or not lines[j - 1].strip()):
+                j -= 1
+            while j < i and not lines[j].strip():
+                j += 1
+            starts.append((j, slug(line)))
+    if starts:
+        starts[0] = (0, starts[0][1])   # the table's own provenance belongs to the first caption
+    out: dict[str, str] = {}
+    for n, (j, key) in enumerate(starts):
+        end = starts[n + 1][0] if n + 1 < len(starts) else len(lines)
+        k, c = key, 2
+        while k in out:
+            k, c = f"{key}-{c}", c + 1
+        out[k] = "\n".join(lines[j:end]).strip("\n")
+    return out
+
+
 def main() -> None:
-    rows, meta = results.table_from_cli(__doc__.splitlines()[0], "waffle_ibp", "tables1_2",
-                                        "run configs/02_mnist_cpu.yaml or configs/02_paper.yaml")
+    import argparse
+    import contextlib
+    import io
+    import sys
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--folder", default=str(results.RESULTS_DIR / "waffle_ibp"))
+    ap.add_argument("--section", help="print only the table with this caption slug (e.g. table-2, fig-7; an unknown "
+                    "one lists them): what scripts/readme_results.py fills in")
+    ap.add_argument("--body", action="store_true", help="with --section: leave out the bold caption (for a README "
+                    "paragraph that has its own)")
+    a = ap.parse_args()
+    if a.section is None:
+        return print_all(a.folder)
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        print_all(a.folder)
+    parts = split_sections(buf.getvalue())
+    if a.section not in parts:
+        sys.exit(f"--section {a.section!r}: choose one of {', '.join(parts)}")
+    text = parts[a.section]
+    if a.body:   # the caption is the section's first line that is not a provenance comment
+        lines = text.split("\n")
+        at = next(i for i, line in enumerate(lines) if line.startswith("**"))
+        text = "\n".join(lines[:at] + lines[at + 1:]).replace("-->\n\n", "-->\n").strip("\n")
+    print(text)
+
+
+def print_all(folder) -> None:
+    folder = Path(folder)
+    got = results.read_table(folder, "tables1_2")
+    if got is None:
+        raise SystemExit(f"no {folder}/tables1_2.csv yet: run configs/02_mnist_cpu.yaml or configs/02_paper.yaml")
+    rows, meta = got
     rows = [{k: ("" if v is None and k in BY else v) for k, v in r.items()} for r in rows]   # CSV reads "" as None
     other_t = sorted({r["rounds"] for r in rows if r.get("rounds") not in (None, 100)})
     if other_t:   # Tables 1-2 are T = 100; a run at another T is another experiment, never pooled into a cell
@@ -105,7 +168,6 @@ def main() -> None:
 
     print_table12_leads(rows)
 
-    folder = results.folder_from_cli(__doc__.splitlines()[0], "waffle_ibp")
     got = results.read_table(folder, "heterogeneity")
     if got is not None:
         print_by_z(rows, *got)
@@ -533,12 +595,15 @@ def print_open_choices(rows: list[dict], meta: dict, fedavg: dict | None = None)
         mine = [r for r in rows if r["dataset"] == ds]
         leads = open_choices_grid(lead_rows(mine, fedavg)) if fedavg and ds == "mnist" else {}
         for opt, g in open_choices_grid(mine).items():
-            print(f"\nselections stepped by {opt}\n")
+            rule = {"sgd": "SGD", "adam": "Adam"}.get(opt, opt)
+            print(f"\nSelections stepped by {rule}: the minority's accuracy (%; bold: the paper's {paper} within the "
+                  "spread)\n")
             _print_grid(g, paper)
             if opt in leads:
                 lead_paper = None if paper is None or paper_fedavg is None else round(paper - paper_fedavg, 2)
-                print(f"\nselections stepped by {opt}: lead over FedAvg's minority at the same seed (points; "
-                      f"FedAvg's seeds {sorted(fedavg)}; **bold**: the paper's {lead_paper:+.2f} within the spread)\n")
+                print(f"\nSelections stepped by {rule}: WAFFLe's lead over FedAvg's minority, seed by seed (points; "
+                      f"FedAvg's seeds {', '.join(map(str, sorted(fedavg)))}; bold: the paper's {lead_paper:+.2f} "
+                      "within the spread)\n")
                 _print_grid(leads[opt], lead_paper, sign="+")
 
 

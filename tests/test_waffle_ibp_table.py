@@ -36,7 +36,7 @@ def test_print_open_choices_bolds_the_cells_that_hold_the_papers_minority(mod, c
     out = capsys.readouterr().out
     assert "| 0.1 | **93.00 ± 4.24 (2)** |" in out           # paper's MNIST minority 93.87 is within the spread
     assert "| 1 | diverged in 1 of 1 |" in out
-    assert "selections stepped by adam" in out and "rate 0.1" in out
+    assert "Selections stepped by Adam" in out and "rate 0.1" in out
 
 
 def _abl(table, mode, method, seed, value, opt="adam", lr=0.04, **setting):
@@ -269,3 +269,28 @@ def test_table_1_2_leads_pair_each_variant_with_fedavg_at_the_same_seed_and_rate
     assert ("| mnist | multimodal | 0-2-4-6-8 | 0.04 | adam 0.1, KL 0.1 | 3 | +4.00 ± 1.00 [+3.00, +5.00] / +3.84 | "
             "+1.00 ± 0.00 [+1.00, +1.00] / -0.70 | +20.00 ± 8.66 [+15.00, +30.00] / +26.47 |") in out
     assert "| mnist | multimodal | 0-2-4-6-8 | 0.04 | sgd shared lr, KL 1 | 0 | — (1 seed(s) lost)" in out
+
+
+def test_sections_split_at_bold_captions_with_the_comments_above_them(mod):
+    """--section: each caption's table with the provenance printed right above it; the first caption takes the
+    table's own provenance; a repeated caption is numbered."""
+    text = ("<!-- tables1_2 -->\n\n**Table 2** (x)\n\n| a |\n|---|\n\n**Table 1** (y)\n\n| b |\n\n"
+            "<!-- heterogeneity -->\n\n**Fig. 7** (z)\n\n| c |\n\n**Fig. 7** again\n\n| d |\n")
+    parts = mod.split_sections(text)
+    assert list(parts) == ["table-2", "table-1", "fig-7", "fig-7-2"]
+    assert parts["table-2"] == "<!-- tables1_2 -->\n\n**Table 2** (x)\n\n| a |\n|---|"
+    assert parts["table-1"] == "**Table 1** (y)\n\n| b |"
+    assert parts["fig-7"] == "<!-- heterogeneity -->\n\n**Fig. 7** (z)\n\n| c |"
+    assert mod.slug("**WAFFLe's lead over FedAvg** (Tables 1-2)") == "waffle-s-lead-over-fedavg"
+
+
+def test_an_unknown_section_lists_the_real_ones(monkeypatch, capsys):
+    import sys
+    from fltutor import results
+    monkeypatch.setattr(sys, "argv", ["waffle_ibp_table.py", "--section", "table-3"])
+    with pytest.raises(SystemExit, match="--section 'table-3': choose one of table-2, table-1, "):
+        results.load_script("waffle_ibp_table").main()
+    monkeypatch.setattr(sys, "argv", ["waffle_ibp_table.py", "--section", "fig-7", "--body"])
+    results.load_script("waffle_ibp_table").main()
+    out = capsys.readouterr().out
+    assert "**Fig. 7**" not in out and "| dataset | Z | seeds |" in out and out.startswith("<!-- ")
