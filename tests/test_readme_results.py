@@ -145,3 +145,13 @@ def test_tables2_3_names_settings_in_words_and_fedprox_with_its_mu(tmp_path, mon
     results.write_table(tmp_path, "tables2_3", rows[:4], results.provenance(
         command="t2", settings={"algorithms": ["fedprox"], "mu": 1.0}), merge=True)
     assert "FedProx (μ: see the JSON)" in gma_table(monkeypatch, capsys, tmp_path, "--section", "tables2_3")
+
+
+def test_the_readme_contents_links_reach_its_headings():
+    """Every in-page link of the README names a heading's anchor, as GitHub forms it (lower case, punctuation
+    other than '-' and '_' dropped, spaces to '-'): renaming a heading must not leave the contents line dead."""
+    text = (ROOT / "README.md").read_text()
+    anchors = {re.sub(r"[^\w\- ]", "", h.lower()).replace(" ", "-")
+               for h in re.findall(r"^#{1,6} (.+)$", text, flags=re.M)}
+    links = re.findall(r"\]\(#([^)]+)\)", text)
+    assert links and not [a for a in links if a not in anchors]
