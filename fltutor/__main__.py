@@ -511,7 +511,30 @@ def cmd_merge(args) -> int:
                     print(f"    {c}", flush=True)
     except ValueError as err:
         raise CLIError(str(err)) from None
+    if not args.dry_run and Path(args.into).resolve() == (ROOT / "results").resolve():
+        readme_hint()
     return 0
+
+
+def readme_hint() -> None:
+    """After a merge into this checkout's results/: say which README tables (scripts/readme_results.py blocks) now
+    lag the CSVs, so the README never quotes numbers the tables no longer hold. Silent where there is no README
+    or no script (an installed package)."""
+    readme, script = ROOT / "README.md", ROOT / "scripts" / "readme_results.py"
+    if not (readme.is_file() and script.is_file()):
+        return
+    import contextlib
+    import io
+    from .results import load_script
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            _, changed = load_script("readme_results").render(readme.read_text())
+    except Exception as err:   # a hint must not turn a finished merge into a failure
+        print(f"README: could not check its generated tables ({err})", flush=True)
+        return
+    if changed:
+        print(f"README: {len(changed)} generated table(s) now lag results/ ({'; '.join(changed)}); refill them with "
+              "python scripts/readme_results.py", flush=True)
 
 
 def build_parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:

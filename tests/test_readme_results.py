@@ -155,3 +155,17 @@ def test_the_readme_contents_links_reach_its_headings():
                for h in re.findall(r"^#{1,6} (.+)$", text, flags=re.M)}
     links = re.findall(r"\]\(#([^)]+)\)", text)
     assert links and not [a for a in links if a not in anchors]
+
+
+def test_a_merge_into_this_checkout_says_which_readme_tables_now_lag(tmp_path, monkeypatch, capsys):
+    import fltutor.__main__ as cli
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "readme_results.py").write_text("")      # the hint only looks for it
+    (tmp_path / "README.md").write_text(doc("| stale |", "python scripts/privacy_table.py mnist"))
+    monkeypatch.setattr(cli, "ROOT", tmp_path)
+    cli.readme_hint()
+    assert ("README: 1 generated table(s) now lag results/ (python scripts/privacy_table.py mnist); refill them with "
+            "python scripts/readme_results.py") in capsys.readouterr().out
+    (tmp_path / "README.md").write_text(rr.render(doc("x", "python scripts/privacy_table.py mnist"))[0])
+    cli.readme_hint()
+    assert capsys.readouterr().out == ""                                      # nothing lags: nothing said
