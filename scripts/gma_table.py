@@ -286,6 +286,33 @@ def print_rate_probe(rows: list[dict], meta: dict) -> None:
               f"{fmt(final)} | {f'{len(stops)} of {seeds}, round {min(stops)}' if stops else '–'} |")
 
 
+def print_rate_probe_grid(rows: list[dict], meta: dict) -> None:
+    """The rate probe as the README lays it out: a row per (client momentum, inputs, batch), a column per client
+    rate; each cell "best / final" (mean over seeds), or the round at which a run diverged."""
+    cells: dict[tuple, dict[str, list]] = {}
+    for r in rows:
+        k = (r["momentum"], r["inputs"], r["batch_size"], r["lr"])
+        cells.setdefault(k, {}).setdefault(r["metric"], []).append(r["value"])
+    lrs = sorted({k[3] for k in cells})
+    print(*results.provenance_comments(meta), sep="\n")
+    print("| client momentum | inputs | batch | " + " | ".join(f"rate {lr:g}" for lr in lrs) + " |")
+    print("|---|---|---|" + "---|" * len(lrs))
+    order = sorted({k[:3] for k in cells}, key=lambda k: (-k[0], k[1] != "standardized", k[1], k[2]))
+    for mom, inputs, bs in order:
+        texts = []
+        for lr in lrs:
+            m = cells.get((mom, inputs, bs, lr))
+            if m is None:
+                texts.append("—")
+                continue
+            stops = [int(v) for v in m.get("diverged_round", []) if v is not None]
+            best, final = ([v for v in m.get(k, []) if v is not None] for k in ("best_global_acc", "final_global_acc"))
+            texts.append(f"diverged, round {min(stops)}" if stops else
+                         f"{sum(best) / len(best):.2f} / {sum(final) / len(final):.2f}" if best and final else "—")
+        name = f"{mom:g} (the paper's)" if mom == 0.9 and (mom, inputs, bs) == order[0] else f"{mom:g}"
+        print(f"| {name} | {inputs} | {bs} | " + " | ".join(texts) + " |")
+
+
 def curve_stats(curve: dict[int, float], early: int, mid: int, level: float) -> dict:
     """One run's curve (round -> accuracy): best by round ``early`` and ``mid``, best, last, first round >= ``level``."""
     rounds = sorted(curve)
@@ -561,6 +588,8 @@ SECTIONS = (
     ("mask_probe", "mask_probe", "GMA's mask, round by round (scripts/gma_mask_probe.py)", print_mask_probe),
     ("rate_probe", "rate_probe", "Table 10's setting on the whole data, FedAvg only: client rate x batch x input "
      "scaling (scripts/gma_rate_probe.py)", print_rate_probe),
+    ("rate_probe_grid", "rate_probe", "The rate probe as a grid: best / final test accuracy after its rounds, per "
+     "client rate", print_rate_probe_grid),
     ("quick_seeds", "quick_seeds", "Notebook 03's quick Table 10 grid over more seeds (scripts/gma_quick_seeds.py): "
      "best test accuracy over its 10 rounds", print_quick_seeds),
     ("participation", "participation", "Tables 4-5: one round with 5 or 2 of 10 FMNIST clients, AVG vs GMA from the "

@@ -169,3 +169,20 @@ def test_a_merge_into_this_checkout_says_which_readme_tables_now_lag(tmp_path, m
     (tmp_path / "README.md").write_text(rr.render(doc("x", "python scripts/privacy_table.py mnist"))[0])
     cli.readme_hint()
     assert capsys.readouterr().out == ""                                      # nothing lags: nothing said
+
+
+def test_the_rate_probe_grid_by_hand(tmp_path, monkeypatch, capsys):
+    """One row per (momentum, inputs, batch), a column per client rate: mean best / final, or the divergence."""
+    def run(mom, lr, seed, best, final, stop):
+        ids = {"dataset": "fashionmnist", "skew": "label", "clients": 10, "algorithm": "fedavg", "aggregation": "AVG",
+               "inputs": "unit", "batch_size": 32, "lr": lr, "momentum": mom, "server_lr": 1.0, "seed": seed,
+               "rounds": 10}
+        return [{**ids, "metric": "best_global_acc", "value": best}, {**ids, "metric": "final_global_acc", "value": final},
+                {**ids, "metric": "diverged_round", "value": stop}]
+    rows = (run(0.9, 0.01, 0, 60.0, 50.0, None) + run(0.9, 0.01, 1, 62.0, 54.0, None)
+            + run(0.9, 0.1, 0, None, None, 3) + run(0.0, 0.1, 0, 70.0, 69.0, None))
+    results.write_table(tmp_path, "rate_probe", rows, results.provenance(command="probe"))
+    out = gma_table(monkeypatch, capsys, tmp_path, "--section", "rate_probe_grid")
+    assert "| client momentum | inputs | batch | rate 0.01 | rate 0.1 |" in out
+    assert "| 0.9 (the paper's) | unit | 32 | 61.00 / 52.00 | diverged, round 3 |" in out     # (60+62)/2, (50+54)/2
+    assert "| 0 | unit | 32 | — | 70.00 / 69.00 |" in out
