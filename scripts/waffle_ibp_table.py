@@ -106,6 +106,13 @@ def main() -> None:
     ap.add_argument("--body", action="store_true", help="with --section: leave out the bold caption (for a README "
                     "paragraph that has its own)")
     a = ap.parse_args()
+    m = re.fullmatch(r"epochs-(mnist|fashionmnist)-(unimodal|multimodal)", a.section or "")
+    if m:   # Tables 6-7 for one dataset and mode, laid out as the README's Table 6 / Table 7
+        got = results.read_table(Path(a.folder), "ablations")
+        if got is None:
+            sys.exit(f"--section {a.section}: no {a.folder}/ablations.csv yet: run configs/02_epochs.yaml")
+        print("\n".join(epochs_table(*got, m[1], m[2])))
+        return
     if a.section is None:
         return print_all(a.folder)
     buf = io.StringIO()
@@ -113,7 +120,8 @@ def main() -> None:
         print_all(a.folder)
     parts = split_sections(buf.getvalue())
     if a.section not in parts:
-        sys.exit(f"--section {a.section!r}: choose one of {', '.join(parts)}")
+        sys.exit(f"--section {a.section!r}: choose one of {', '.join(parts)}, or epochs-DATASET-MODE (Tables 6-7: "
+                 "DATASET mnist or fashionmnist, MODE unimodal or multimodal)")
     text = parts[a.section]
     if a.body:   # the caption is the section's first line that is not a provenance comment
         lines = text.split("\n")
@@ -354,6 +362,46 @@ def print_epochs_leads(rows: list[dict]) -> None:
                   f"{leads[2]} | {leads[3]} |")
     print("\nlocal − global: a run's accuracy on its clients' own test data minus its global model's on the global "
           "test set, seed by seed (WAFFLe's global model takes the IBP prior's mean selection)")
+
+
+def epochs_table(rows: list[dict], meta: dict, dataset: str, mode: str) -> list[str]:
+    """Table 6 (unimodal) or Table 7 (multimodal) for one dataset as the README lays it out: a row per local
+    epoch count E (and rate, where several ran) at notebook 02's KL weight, FedAvg and WAFFLe beside the paper's,
+    WAFFLe's lead seed by seed beside the paper's lead, then (unimodal) what the private selections add, local
+    minus global accuracy, or (multimodal) the lead on the minority and WAFFLe's minority. With the provenance of
+    the 02_epochs commands that ran this dataset and mode."""
+    cells = {k: st for k, st in ablation_cells(rows).items()
+             if k[0] == "Tables 6-7" and k[1] == dataset and k[2] == mode and len(k[5]) == 2}
+    leads = epochs_leads(rows)
+    minority = results.summarize([{**r, "local_epochs": int(r["local_epochs"]), "lr": float(r["lr"])} for r in rows
+                                  if r["table"] == "Tables 6-7" and r["method"] == "waffle_ibp" and _kl_of(r) == DEFAULT_KL
+                                  and r["dataset"] == dataset and r["mode"] == mode],
+                                 ["local_epochs", "lr"], "minority")
+    settings = sorted({k[5] for k in cells})
+    several_lrs = len({lr for _, lr in settings}) > 1
+
+    def cell(method: str, setting) -> str:
+        st = next((v for k, v in cells.items() if k[3] == method and k[5] == setting), None)
+        paper = ablation_paper("Tables 6-7", dataset, mode, method, setting)
+        return f"{fmt(st)} / {'—' if paper is None else f'{paper:.2f}'}"
+
+    parts = [p for p in meta.get("parts") or [meta] if "02_epochs" in str(p.get("command"))
+             and dataset in ((p.get("settings") or {}).get("datasets") or [dataset])
+             and mode in ((p.get("settings") or {}).get("modes") or [mode])]
+    out = results.provenance_comments({**meta, "parts": parts})
+    tail = (["WAFFLe local − global", "FedAvg local − global"] if mode == "unimodal" else
+            ["lead on the minority", "WAFFLe minority"])
+    out += [f"| E | FedAvg / paper | WAFFLe / paper | WAFFLe's lead / paper's | {' | '.join(tail)} |",
+            "|---|---|---|---|---|---|"]
+    for e, lr in settings:
+        c = leads.get((dataset, mode, lr, e), {})
+        lead = (fmt_lead(c["local_acc"]) if c.get("local_acc") else "—") + \
+            f" / {'—' if c.get('paper') is None else format(c['paper'], '+.2f')}"
+        ends = ([fmt_lead(c[m]) if c.get(m) else "—" for m in ("lift_waffle_ibp", "lift_fedavg")] if mode == "unimodal"
+                else [fmt_lead(c["minority"]) if c.get("minority") else "—", fmt(minority.get((e, lr)))])
+        name = f"{e}, lr {lr:g}" if several_lrs else f"{e}"
+        out.append(f"| {name} | {cell('fedavg', (e, lr))} | {cell('waffle_ibp', (e, lr))} | {lead} | {' | '.join(ends)} |")
+    return out
 
 
 PROBE_PAIRS = {"own − prior mean": ("own", "prior_mean"), "own − disjoint's": ("own", "swap_disjoint"),

@@ -294,3 +294,25 @@ def test_an_unknown_section_lists_the_real_ones(monkeypatch, capsys):
     results.load_script("waffle_ibp_table").main()
     out = capsys.readouterr().out
     assert "**Fig. 7**" not in out and "| dataset | Z | seeds |" in out and out.startswith("<!-- ")
+
+
+def test_epochs_table_is_the_readmes_table_6_by_hand(mod):
+    """Table 6 as the README shows it: FedAvg and WAFFLe beside the paper's, the lead seed by seed beside the
+    paper's lead (MNIST unimodal, E = 10: 92.95, 95.10, +2.15), and local minus global accuracy seed by seed."""
+    def run(method, seed, local, glob):
+        ids = {"table": "Tables 6-7", "dataset": "mnist", "mode": "unimodal", "method": method,
+               "variant": "adam 0.1, KL 0.1, alpha/F 0.8, T 0.667" if method == "waffle_ibp" else "",
+               "minority_classes": "", "clients": 120, "rounds": 50, "lr": 0.04, "seed": seed,
+               "selection_optimizer": "adam" if method == "waffle_ibp" else "", "l1_weight": None, "alpha_ratio": None,
+               "num_factors": None, "local_epochs": 10}
+        return [{**ids, "metric": "local_acc", "value": local}, {**ids, "metric": "global_acc", "value": glob}]
+    rows = (run("fedavg", 0, 92.0, 92.5) + run("fedavg", 1, 94.0, 94.5)
+            + run("waffle_ibp", 0, 95.0, 94.0) + run("waffle_ibp", 1, 96.0, 95.0))
+    meta = {"parts": [{"command": "python -m fltutor run -f configs/02_epochs.yaml", "settings": {"datasets": ["mnist"],
+                                                                                              "modes": ["unimodal"]}},
+                      {"command": "python -m fltutor run -f configs/02_ablations.yaml"}]}
+    out = mod.epochs_table(rows, meta, "mnist", "unimodal")
+    assert len([l for l in out if l.startswith("<!--")]) == 1 and "02_epochs" in out[0]   # only its own command
+    # FedAvg 93 ± 1.41, WAFFLe 95.5 ± 0.71; leads +3 and +2 -> +2.50 ± 0.71; lifts +1, +1 and -0.5, -0.5
+    assert out[-1] == ("| 10 | 93.00 ± 1.41 / 92.95 | 95.50 ± 0.71 / 95.10 | +2.50 ± 0.71 / +2.15 | +1.00 ± 0.00 | "
+                       "-0.50 ± 0.00 |")
