@@ -24,7 +24,7 @@ import numpy as np
 from . import __version__
 from .checkpoint import REUSED, atomic_write_json, atomic_write_text
 
-__all__ = ["provenance", "write_table", "merge_rows", "merge_folder", "read_table", "summarize", "paired_difference", "provenance_comments", "devices", "load_script",
+__all__ = ["provenance", "write_table", "merge_rows", "merge_folder", "read_table", "summarize", "paired_difference", "provenance_comments", "keep_parts", "devices", "load_script",
            "RESULTS_DIR",
            "selfcheck_enabled", "folder_from_cli", "table_from_cli",
            "check_notebook_results"]
@@ -225,6 +225,12 @@ def devices(meta: dict) -> str:
     from collections import Counter
     n = Counter(str(m.get("device")) for m in meta.get("parts") or [meta])
     return "; ".join(d if len(n) == 1 else f"{d} ({k} command{'s' * (k > 1)})" for d, k in n.items())
+
+
+def keep_parts(meta: dict, keep) -> dict:
+    """``meta`` with only the commands (``parts``) for which ``keep(part)`` is true: the provenance of the slice of
+    a table that a printer shows (one grid, one dataset), so its comments name no other command."""
+    return {**meta, "parts": [p for p in meta.get("parts") or [meta] if keep(p)]}
 
 
 def provenance_comments(meta: dict) -> list[str]:

@@ -172,7 +172,7 @@ def parts_running(meta: dict, skews) -> dict:
     def ran(p: dict) -> bool:
         settings = (p.get("settings") or {}).get("settings")
         return settings is None or any(s[1] in skews for s in settings)
-    return {**meta, "parts": [p for p in meta.get("parts") or [meta] if ran(p)]}
+    return results.keep_parts(meta, ran)
 
 
 def print_colour(rows: list[dict], meta: dict) -> None:
@@ -515,7 +515,7 @@ def tau_parts(meta: dict, tau: bool) -> dict:
             tables.add(words[i]); i += 1
         return tables or {"tau", "other"}   # no --tables: the defaults ran every table
     keep = (lambda t: "tau" in t) if tau else (lambda t: bool(t - {"tau"}))   # a command can have run both kinds
-    return {**meta, "parts": [m for m in meta.get("parts") or [meta] if keep(ran(m))]}
+    return results.keep_parts(meta, lambda m: keep(ran(m)))
 
 
 def fig3d_stats(rows: list[dict]) -> tuple[dict, dict, dict]:
@@ -609,9 +609,9 @@ def of_rounds(rows: list[dict], meta: dict, rounds: int) -> tuple[list[dict], di
     """A table's runs of ``rounds`` rounds, with its commands narrowed to those whose settings ran that many
     (a command that recorded no round count stays); None if no row has that count."""
     rows = [r for r in rows if r.get("rounds") == rounds]
-    parts = [p for p in meta.get("parts") or [meta]
-             if (p.get("settings") or {}).get("grid_rounds", (p.get("settings") or {}).get("rounds", rounds)) == rounds]
-    return (rows, {**meta, "parts": parts}) if rows else None
+    meta = results.keep_parts(meta, lambda p: (p.get("settings") or {}).get(
+        "grid_rounds", (p.get("settings") or {}).get("rounds", rounds)) == rounds)
+    return (rows, meta) if rows else None
 
 
 def main() -> None:

@@ -385,10 +385,9 @@ def epochs_table(rows: list[dict], meta: dict, dataset: str, mode: str) -> list[
         paper = ablation_paper("Tables 6-7", dataset, mode, method, setting)
         return f"{fmt(st)} / {'—' if paper is None else f'{paper:.2f}'}"
 
-    parts = [p for p in meta.get("parts") or [meta] if "02_epochs" in str(p.get("command"))
-             and dataset in ((p.get("settings") or {}).get("datasets") or [dataset])
-             and mode in ((p.get("settings") or {}).get("modes") or [mode])]
-    out = results.provenance_comments({**meta, "parts": parts})
+    out = results.provenance_comments(results.keep_parts(meta, lambda p: "02_epochs" in str(p.get("command"))
+                                                         and dataset in ((p.get("settings") or {}).get("datasets") or [dataset])
+                                                         and mode in ((p.get("settings") or {}).get("modes") or [mode])))
     tail = (["WAFFLe local − global", "FedAvg local − global"] if mode == "unimodal" else
             ["lead on the minority", "WAFFLe minority"])
     out += [f"| E | FedAvg / paper | WAFFLe / paper | WAFFLe's lead / paper's | {' | '.join(tail)} |",
