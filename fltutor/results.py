@@ -239,7 +239,7 @@ def provenance_comments(meta: dict) -> list[str]:
     the same command at the same scale, on the same device and commit (one job merged after each of its values,
     or resumed) share one line: their first and last date, how many they were and their summed wall time."""
     groups: dict[tuple, list[dict]] = {}
-    for m in meta.get("parts") or [meta]:
+    for m in meta["parts"] if "parts" in meta else [meta]:   # keep_parts may leave none: then nothing is named
         key = (m.get("command"), m.get("scale", ""), m.get("device"), str(m.get("commit"))[:10])
         groups.setdefault(key, []).append(m)
     lines = []

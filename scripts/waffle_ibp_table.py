@@ -113,6 +113,14 @@ def main() -> None:
             sys.exit(f"--section {a.section}: no {a.folder}/ablations.csv yet: run configs/02_epochs.yaml")
         print("\n".join(epochs_table(*got, m[1], m[2])))
         return
+    m = re.fullmatch(r"selections-(mnist|fashionmnist)", a.section or "")
+    if m:   # the README's layout of the selection probe (epochs_probe.csv) beside Tables 6-7's leads
+        probe, ab = results.read_table(Path(a.folder), "epochs_probe"), results.read_table(Path(a.folder), "ablations")
+        if probe is None or ab is None:
+            sys.exit(f"--section {a.section}: needs {a.folder}/epochs_probe.csv and ablations.csv: run "
+                     "configs/02_epochs.yaml, then scripts/waffle_ibp_epochs_probe.py")
+        print("\n".join(selections_table(*probe, ab[0], m[1])))
+        return
     if a.section is None:
         return print_all(a.folder)
     buf = io.StringIO()
@@ -120,8 +128,9 @@ def main() -> None:
         print_all(a.folder)
     parts = split_sections(buf.getvalue())
     if a.section not in parts:
-        sys.exit(f"--section {a.section!r}: choose one of {', '.join(parts)}, or epochs-DATASET-MODE (Tables 6-7: "
-                 "DATASET mnist or fashionmnist, MODE unimodal or multimodal)")
+        sys.exit(f"--section {a.section!r}: choose one of {', '.join(parts)}, epochs-DATASET-MODE (Tables 6-7: "
+                 "DATASET mnist or fashionmnist, MODE unimodal or multimodal) or selections-DATASET (the selection "
+                 "probe as E grows)")
     text = parts[a.section]
     if a.body:   # the caption is the section's first line that is not a provenance comment
         lines = text.split("\n")
@@ -184,6 +193,7 @@ def print_all(folder) -> None:
         print_open_choices(*got, fedavg=fedavg_minority(rows, "mnist"))
     got = results.read_table(folder, "ablations")
     if got is not None:
+        print_table8_like_for_like(rows, meta, *got)
         print_ablations(*got)
         print_epochs_leads(got[0])
         print_alpha_f(got[0])
@@ -306,6 +316,75 @@ def print_ablations(rows: list[dict], meta: dict) -> None:
         n = st["n"] + st.get("missing", 0)
         print(f"| {table} | {ds} | {mode} | {method} | {opt or '—'} | {what} | {fmt(st)} ({n}) | "
               f"{'—' if paper is None else f'{paper:.2f}'} | {beyond(st, paper, None)} |")
+
+
+def table8_like_for_like(table12_rows: list[dict], ablation_rows: list[dict]) -> dict[tuple, dict]:
+    """Table 8 like for like (MNIST unimodal, T = 100): WAFFLe (IBP) against its L1 ablation where the private
+    parameters of both were stepped by the same rule, read from the rows' shared variant ("adam 0.1, KL 0.1, ..."
+    or "sgd shared lr, KL 1, ..."; the L1 ablation ignores the KL weight). Keyed (variant, lr, L1 weight):
+    {"ibp": summary, "l1": summary, "lead": L1 minus IBP seed by seed (paired_difference), "ahead": seeds where
+    L1 is ahead}."""
+    def mine(r: dict, method: str) -> bool:
+        return ((r["dataset"], r["mode"], r["method"], r["metric"]) == ("mnist", "unimodal", method, "local_acc")
+                and r.get("rounds") in (None, 100))
+    l1 = [r for r in ablation_rows if r["table"] == "Table 8" and mine(r, "waffle_ibp_l1")]
+    out = {}
+    for key in sorted({(r["variant"], r["lr"], float(r["l1_weight"])) for r in l1}, key=str):
+        a = [r for r in l1 if (r["variant"], r["lr"], float(r["l1_weight"])) == key]
+        b = [r for r in table12_rows if mine(r, "waffle_ibp") and (r["variant"], r["lr"]) == key[:2]]
+        if not b:   # an ablation with no IBP run under its rule has nothing to be held against
+            continue
+        lead = results.paired_difference(a + b, ["variant"], "method", "waffle_ibp_l1", "waffle_ibp", "local_acc")
+        vals = {m: {r["seed"]: r["value"] for r in rows} for m, rows in (("l1", a), ("ibp", b))}
+        ahead = sum(1 for s, v in vals["l1"].items()
+                    if v is not None and vals["ibp"].get(s) is not None and v > vals["ibp"][s])
+        out[key] = {"ibp": results.summarize(b, ["variant"], "local_acc")[(key[0],)],
+                    "l1": results.summarize(a, ["variant"], "local_acc")[(key[0],)],
+                    "lead": lead[(key[0],)], "ahead": ahead}
+    return out
+
+
+def step_rule_words(variant: str, lr) -> str:
+    """'adam 0.1, KL 0.1, ...' -> 'Adam at 0.1 (IBP: KL weight 0.1)'; 'sgd shared lr, KL 1, ...' -> SGD at the
+    shared rate, as Algorithm 2 is written. Anything else is shown as it is."""
+    m = re.match(r"(adam|sgd) ([^,]+), KL ([0-9.eE+-]+)", variant or "")
+    if not m:
+        return variant or "—"
+    rule, rate, kl = m.groups()
+    if rule == "sgd":
+        at = f"the shared {float(lr):g}" if rate == "shared lr" and lr is not None else rate
+        return f"SGD at {at}, as Algorithm 2 is written (IBP: KL weight {kl})"
+    return f"Adam at {rate} (IBP: KL weight {kl})"
+
+
+def print_table8_like_for_like(table12_rows: list[dict], t12_meta: dict, ablation_rows: list[dict],
+                               ab_meta: dict) -> None:
+    cells = table8_like_for_like(table12_rows, ablation_rows)
+    if not cells:
+        return
+    variants = {k[0] for k in cells}
+
+    def ran_ibp(p: dict) -> bool:   # a command that ran WAFFLe on MNIST unimodal (Tables 1-2's file)
+        st = p.get("settings") or {}
+        return "mnist" in (st.get("datasets") or []) and "unimodal" in (st.get("modes") or []) and \
+            "waffle_ibp" in (st.get("methods") or [])
+    # in ablations.csv only configs/02_mnist_cpu.yaml's l1_weights write Table 8 (02_epochs and 02_ablations
+    # write Tables 6, 7 and 9); a command that wrote both files is named once
+    lines = results.provenance_comments(results.keep_parts(t12_meta, ran_ibp)) + results.provenance_comments(
+        results.keep_parts(ab_meta, lambda p: "02_mnist_cpu" in str(p.get("command"))))
+    print(*dict.fromkeys(lines), sep="\n")
+    ibp_paper = WAFFLE_IBP_TABLE2["mnist"]["waffle_ibp"][0]
+    print(f"\n**Table 8, like for like** (MNIST unimodal, T = 100; local test accuracy, %: mean ± sd over seeds; "
+          f"the L1 ablation's scores and the IBP's selections stepped by the same rule; {len(variants)} rules)\n")
+    print("| step rule of the private parameters | L1 weight | seeds | WAFFLe (IBP) | L1 ablation | "
+          "L1 − IBP, seed by seed | L1 ahead in | paper: IBP / L1 |")
+    print("|---|---|---|---|---|---|---|---|")
+    for (variant, lr, w), c in cells.items():
+        paper_l1 = WAFFLE_IBP_TABLE8_L1.get(w)
+        n = c["lead"]["n"]
+        print(f"| {step_rule_words(variant, lr)} | {w:g} | {n} | {fmt(c['ibp'])} | {fmt(c['l1'])} | "
+              f"{fmt_lead(c['lead'])} [{c['lead']['min']:+.2f}, {c['lead']['max']:+.2f}] | {c['ahead']} of {n} | "
+              f"{ibp_paper} / {'—' if paper_l1 is None else paper_l1} |")
 
 
 def epochs_kls(rows: list[dict]) -> list[float]:
@@ -483,6 +562,41 @@ def print_epochs_probe(rows: list[dict], meta: dict, ablation_rows: list[dict] |
         if base:
             print(f"\n{what} minus FedAvg, both on the clients' own test data, seed by seed: " + "; ".join(
                 f"{ds} {mode} KL {kl:g} E={e}: {fmt_lead(st)} (n={st['n']})" for (ds, mode, lr, kl, e), st in base.items()))
+
+
+def selections_table(probe_rows: list[dict], probe_meta: dict, ablation_rows: list[dict], dataset: str) -> list[str]:
+    """The README's table of what WAFFLe's private selections carry as E grows, for one dataset: a row per (mode,
+    KL weight, E) with WAFFLe's lead over FedAvg (Tables 6-7's runs, seed by seed; on the multimodal split the
+    minority's lead), the probe's score differences (the minority's on the multimodal split), the factor-set
+    overlap and distance from the prior over all clients, and WAFFLe at the prior mean minus FedAvg."""
+    probe = {k: c for k, c in epochs_probe(probe_rows).items() if k[0] == dataset}
+    base = {k: st for k, st in versus_fedavg(probe_rows, ablation_rows, "prior_mean").items() if k[0] == dataset}
+    leads = {kl: epochs_leads(ablation_rows, kl) for kl in epochs_kls(ablation_rows)}
+    keys = sorted({k[1:5] for k in probe if k[5] == "all"},
+                  key=lambda k: (k[0] != "unimodal", k[2] != DEFAULT_KL, k[2], k[3]))   # (mode, lr, kl, E)
+    several_lrs = len({(mode, lr) for mode, lr, *_ in keys}) > len({k[0] for k in keys})
+    out = results.provenance_comments(probe_meta) + [
+        "| mode | KL weight | E | seeds | lead over FedAvg | " + " | ".join(PROBE_PAIRS) +
+        " | factor-set overlap (Jaccard), same classes / disjoint | distance from the prior | "
+        "WAFFLe at the prior mean − FedAvg |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for mode, lr, kl, e in keys:
+        group = "minority" if mode == "multimodal" else "all"
+        scores, every = probe.get((dataset, mode, lr, kl, e, group), {}), probe[dataset, mode, lr, kl, e, "all"]
+        lead = leads.get(kl, {}).get((dataset, mode, lr, e), {}).get("local_acc" if group == "all" else "minority")
+        jac = " / ".join(f"{every[m]['mean']:.3f}" if every.get(m) and every[m]["mean"] is not None else "—"
+                         for m in ("jaccard_same", "jaccard_none"))
+        dist = every.get("prior_distance")
+        dist = "—" if not dist or dist["mean"] is None else f"{dist['mean']:.3f}"
+        b = base.get((dataset, mode, lr, kl, e))
+        n = max([st["n"] for st in scores.values() if isinstance(st, dict) and "n" in st] or [0])
+        name = f"{mode}, minority" if group == "minority" else mode
+        name += f" (lr {lr:g})" if several_lrs else ""
+        out.append(f"| {name} | {kl:g} | {e} | {n} | {fmt_lead(lead) if lead else '—'} | "
+                   + " | ".join(fmt_lead(scores[m]) if scores.get(m) else "—" for m in PROBE_PAIRS)
+                   + f" | {jac} | {dist} | {fmt_lead(b) if b else '—'} |")
+    out += ["", "Points, seed by seed (mean ± sd over the seeds). On the multimodal split the lead and the three score "
+            "differences are the minority's; the overlap, the distance and the last column are over all clients."]
+    return out
 
 
 def alpha_f_grid(rows: list[dict]) -> dict[str, dict]:

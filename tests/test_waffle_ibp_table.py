@@ -316,3 +316,52 @@ def test_epochs_table_is_the_readmes_table_6_by_hand(mod):
     # FedAvg 93 ± 1.41, WAFFLe 95.5 ± 0.71; leads +3 and +2 -> +2.50 ± 0.71; lifts +1, +1 and -0.5, -0.5
     assert out[-1] == ("| 10 | 93.00 ± 1.41 / 92.95 | 95.50 ± 0.71 / 95.10 | +2.50 ± 0.71 / +2.15 | +1.00 ± 0.00 | "
                        "-0.50 ± 0.00 |")
+
+
+def test_table_8_like_for_like_pairs_ibp_and_l1_under_the_same_step_rule_by_hand(mod, capsys):
+    def t12(seed, value, variant, method="waffle_ibp", rounds=100):
+        return {"dataset": "mnist", "mode": "unimodal", "method": method, "variant": variant, "lr": 0.04,
+                "rounds": rounds, "seed": seed, "metric": "local_acc", "value": value}
+    adam, sgd = "adam 0.1, KL 0.1, alpha/F 0.8", "sgd shared lr, KL 1, alpha/F 0.8"
+    ibp = [t12(0, 97.0, adam), t12(1, 96.0, adam), t12(2, 99.0, adam), t12(0, 93.0, sgd), t12(1, 92.0, sgd)]
+    ibp += [t12(0, 50.0, adam, rounds=10), t12(0, 1.0, adam, method="fedavg")]   # another T, another method: out
+    l1 = [{**_abl("Table 8", "unimodal", "waffle_ibp_l1", s, v, opt=o, l1_weight=1.0), "variant": var, "rounds": 100}
+          for s, v, o, var in ((0, 98.0, "adam", adam), (1, 98.5, "adam", adam), (2, 98.0, "adam", adam),
+                               (0, 95.0, "sgd", sgd), (1, 93.0, "sgd", sgd), (2, 94.0, "sgd", sgd))]
+    cells = mod.table8_like_for_like(ibp, l1)
+    a, s = cells[adam, 0.04, 1.0], cells[sgd, 0.04, 1.0]
+    # Adam: L1 - IBP = +1, +2.5, -1 -> mean 2.5/3, sample sd of (1, 2.5, -1); L1 ahead in 2 of 3
+    assert a["lead"]["mean"] == pytest.approx(2.5 / 3) and a["lead"]["n"] == 3 and a["ahead"] == 2
+    d = [1.0, 2.5, -1.0]
+    m = sum(d) / 3
+    assert a["lead"]["sd"] == pytest.approx((sum((x - m) ** 2 for x in d) / 2) ** 0.5)
+    assert a["ibp"]["mean"] == pytest.approx(292 / 3) and a["l1"]["mean"] == pytest.approx(294.5 / 3)
+    # SGD: seed 2 has no IBP run, so only seeds 0 and 1 pair: +2 and +1
+    assert s["lead"]["mean"] == pytest.approx(1.5) and s["lead"]["n"] == 2 and s["ahead"] == 2
+    mod.print_table8_like_for_like(ibp, {"command": "x"}, l1, {"command": "configs/02_mnist_cpu.yaml"})
+    out = capsys.readouterr().out
+    assert "| Adam at 0.1 (IBP: KL weight 0.1) | 1 | 3 | 97.33 ± 1.53 | 98.17 ± 0.29 | +0.83 ± 1.76 [-1.00, +2.50] " \
+           "| 2 of 3 | 96.23 / 96.03 |" in out
+    assert "| SGD at the shared 0.04, as Algorithm 2 is written (IBP: KL weight 1) | 1 | 2 | 92.50 ± 0.71 | " \
+           "94.00 ± 1.00 | +1.50 ± 0.71 (1 seed(s) lost) [+1.00, +2.00] | 2 of 2 |" in out   # seed 2: L1 alone
+    assert out.count("<!--") == 1    # provenance: Tables 1-2's part has no settings; the ablation's is named once
+
+
+def test_selections_table_takes_the_minoritys_scores_and_lead_and_every_clients_overlap_by_hand(mod):
+    def t67(mode, m, seed, local, minority):
+        r = _abl("Tables 6-7", mode, m, seed, local, opt="adam" if m == "waffle_ibp" else "", lr=0.04, local_epochs=20)
+        return [r, {**r, "metric": "minority", "value": minority}]
+    probe = []
+    for seed, (own, prior, mino, minp) in enumerate(((96.0, 94.0, 80.0, 70.0), (97.0, 94.0, 84.0, 70.0))):
+        probe += _probe("multimodal", 20, seed, "all", own=own, prior_mean=prior, jaccard_same_fc1=0.9,
+                        jaccard_none_fc1=0.6 + 0.1 * seed, prior_distance_fc1=0.05)
+        probe += _probe("multimodal", 20, seed, "minority", own=mino, prior_mean=minp)
+    abl = (t67("multimodal", "fedavg", 0, 95.0, 60.0) + t67("multimodal", "waffle_ibp", 0, 96.0, 80.0)
+           + t67("multimodal", "fedavg", 1, 95.0, 70.0) + t67("multimodal", "waffle_ibp", 1, 97.0, 84.0))
+    lines = mod.selections_table(probe, {"command": "probe"}, abl, "mnist")
+    row = next(line for line in lines if line.startswith("| multimodal"))
+    # lead: the minority's, 80 - 60 and 84 - 70 -> +17 ± 4.24; own - prior mean: the minority's 10 and 14 -> +12;
+    # overlap: all clients, 0.9 / mean(0.6, 0.7); the prior mean - FedAvg: all clients, 94 - 95 twice -> -1
+    assert row.startswith("| multimodal, minority | 0.1 | 20 | 2 | +17.00 ± 4.24 | +12.00 ± 2.83 | — | — | "
+                          "0.900 / 0.650 | 0.050 | -1.00 ± 0.00 |"), row
+    assert lines[0] == "<!-- probe |  | None | None | commit None | None s -->"
