@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-__all__ = ["SettingError", "number", "integer", "option", "flag", "check_fields", "describe"]
+__all__ = ["SettingError", "number", "integer", "option", "flag", "seed_list", "check_fields", "describe"]
 
 
 class SettingError(ValueError):
@@ -111,6 +111,24 @@ def flag(name: str, value) -> bool:
     if not isinstance(value, (bool, np.bool_)):
         raise _type_error(name, value, "True or False")
     return bool(value)
+
+
+def seed_list(name: str, value, *, allow_empty: bool = False, hint: str = "") -> list[int]:
+    """A list (or tuple) of distinct integer seeds >= 0, non-empty unless ``allow_empty``: a notebook's ``seeds``
+    before anything trains (an empty list would otherwise fail deep inside a plot, a repeated seed would train the
+    same run twice and be counted twice in a mean)."""
+    expected = "a list of distinct integers >= 0, e.g. [0, 1, 2]" + ("" if allow_empty else ", with at least one")
+    tail = f" {hint}" if hint else ""
+    if not isinstance(value, (list, tuple)):
+        raise _type_error(name, value, expected, hint)
+    if not value and not allow_empty:
+        raise SettingError(f"{name}: got []; expected {expected}.{tail}")
+    out = [integer(f"{name} (each seed)", s, low=0, high=2**32 - 1, hint=hint) for s in value]   # numpy's range
+    twice = sorted({s for s in out if out.count(s) > 1})
+    if twice:
+        raise SettingError(f"{name}: got {out}, with {', '.join(map(str, twice))} more than once; expected "
+                           f"{expected}.{tail}")
+    return out
 
 
 def _unwrap_optional(tp) -> tuple[Any, bool]:

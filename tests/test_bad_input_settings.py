@@ -188,3 +188,43 @@ def test_methods_with_their_own_step_rule_refuse_gradient_clipping(fed, method):
     with pytest.raises(ValueError, match=rf"{method}: grad_clip_norm=1.0.*allowed: 0"):
         Federation("mlp", fed, method, rounds=1, client_fraction=1.0, grad_clip_norm=1.0, progress=False)
     Federation("mlp", fed, method, rounds=1, client_fraction=1.0, grad_clip_norm=0.0, progress=False)
+
+
+@pytest.mark.parametrize("value,allow_empty,words", [
+    ([], False, "got []; expected a list of distinct integers >= 0, e.g. [0, 1, 2], with at least one"),
+    ([0, 1, 0], False, "got [0, 1, 0], with 0 more than once"), ((2, 2, 3, 3), True, "with 2, 3 more than once"),
+    ([0, -1], False, "seeds (each seed): got -1"), ([0, 1.0], False, "seeds (each seed): got 1.0; expected an integer"),
+    ([True], False, "bool"), (["1"], False, "string"), (0, False, "seeds: got 0; expected a list"),
+    ("[0, 1]", False, "the string"), ([2**32], False, "4294967295"),
+])
+def test_a_seed_list_that_is_empty_repeated_or_not_integers_is_refused(value, allow_empty, words):
+    with pytest.raises(checks.SettingError, match=r"^seeds") as exc:
+        checks.seed_list("seeds", value, allow_empty=allow_empty)
+    assert words in str(exc.value)
+
+
+def test_a_good_seed_list_comes_back_as_python_ints():
+    got = checks.seed_list("seeds", (np.int64(3), 0, 2**32 - 1))
+    assert got == [3, 0, 2**32 - 1] and all(type(s) is int for s in got)
+    assert checks.seed_list("grid_seeds", [], allow_empty=True) == []
+
+
+def test_every_notebook_checks_its_seed_lists_before_anything_trains():
+    """Static: each numbered notebook with a list of seeds among its parameters hands it to checks.seed_list in
+    the cell right after the parameters (the derived settings, which run before any training), since an empty
+    list used to end in an IndexError inside a plot (notebooks 01-05, `-p seeds "[]"`)."""
+    import ast
+    import json
+    from pathlib import Path
+    found = 0
+    for path in sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        cells = json.loads(path.read_text())["cells"]
+        at = next(i for i, c in enumerate(cells) if "parameters" in c.get("metadata", {}).get("tags", []))
+        params = ast.parse("".join(cells[at]["source"]))
+        lists = [n.target.id for n in params.body if isinstance(n, ast.AnnAssign)
+                 and n.target.id.endswith("seeds") and getattr(n.annotation, "id", "") == "list"]
+        derived = "".join(cells[at + 1]["source"])
+        for name in lists:
+            found += 1
+            assert f'{name} = checks.seed_list("{name}", {name}' in derived, (path.name, name)
+    assert found == 6   # seeds in 01-05, and 03's grid_seeds
