@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-__all__ = ["SettingError", "number", "integer", "option", "flag", "seed_list", "check_fields", "describe"]
+__all__ = ["SettingError", "number", "integer", "option", "flag", "seed_list", "choice_list", "check_fields", "describe"]
 
 
 class SettingError(ValueError):
@@ -129,6 +129,28 @@ def seed_list(name: str, value, *, allow_empty: bool = False, hint: str = "") ->
         raise SettingError(f"{name}: got {out}, with {', '.join(map(str, twice))} more than once; expected "
                            f"{expected}.{tail}")
     return out
+
+
+def choice_list(name: str, value, allowed: Sequence[str] | None = None, *, allow_empty: bool = False,
+                hint: str = "") -> list[str]:
+    """A list (or tuple) of distinct strings, each one of ``allowed`` (any string where ``allowed`` is None: a
+    dataset name, say, that the loader checks itself), non-empty unless ``allow_empty``: a notebook's
+    ``datasets``, ``modes`` or ``distributions`` before anything trains."""
+    what = "strings" if allowed is None else f"names from {list(allowed)}"
+    expected = f"a list of distinct {what}" + ("" if allow_empty else ", with at least one")
+    tail = f" {hint}" if hint else ""
+    if not isinstance(value, (list, tuple)):
+        raise _type_error(name, value, expected, hint)
+    if not value and not allow_empty:
+        raise SettingError(f"{name}: got []; expected {expected}.{tail}")
+    for v in value:
+        if not isinstance(v, str) or (allowed is not None and v not in allowed):
+            raise SettingError(f"{name}: got {describe(v)} in {list(value)!r}; expected {expected}.{tail}")
+    twice = sorted({v for v in value if list(value).count(v) > 1})
+    if twice:
+        raise SettingError(f"{name}: got {list(value)!r}, with {', '.join(map(repr, twice))} more than once; "
+                           f"expected {expected}.{tail}")
+    return list(value)
 
 
 def _unwrap_optional(tp) -> tuple[Any, bool]:

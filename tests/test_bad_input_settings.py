@@ -209,22 +209,49 @@ def test_a_good_seed_list_comes_back_as_python_ints():
     assert checks.seed_list("grid_seeds", [], allow_empty=True) == []
 
 
-def test_every_notebook_checks_its_seed_lists_before_anything_trains():
-    """Static: each numbered notebook with a list of seeds among its parameters hands it to checks.seed_list in
-    the cell right after the parameters (the derived settings, which run before any training), since an empty
-    list used to end in an IndexError inside a plot (notebooks 01-05, `-p seeds "[]"`)."""
+NAME_LISTS = ("datasets", "modes", "distributions", "algorithms")   # and methods, where the notebook names registry methods
+
+
+def test_every_notebook_checks_its_seed_and_name_lists_before_anything_trains():
+    """Static: each numbered notebook hands its lists of seeds to checks.seed_list, and its lists of datasets,
+    modes, distributions, algorithms (and registry methods: 01, 02, 04) to checks.choice_list, in the cell right
+    after the parameters (the derived settings, which run before any training). An empty list used to end in an
+    IndexError inside a plot (notebooks 01-05, `-p seeds "[]"`, `-p datasets "[]"`, `-p modes "[]"`) or a
+    StopIteration (04, `-p distributions "[]"`)."""
     import ast
     import json
     from pathlib import Path
-    found = 0
+    found = []
     for path in sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("[0-9][0-9]_*.ipynb")):
         cells = json.loads(path.read_text())["cells"]
         at = next(i for i, c in enumerate(cells) if "parameters" in c.get("metadata", {}).get("tags", []))
         params = ast.parse("".join(cells[at]["source"]))
-        lists = [n.target.id for n in params.body if isinstance(n, ast.AnnAssign)
-                 and n.target.id.endswith("seeds") and getattr(n.annotation, "id", "") == "list"]
+        lists = [n.target.id for n in params.body if isinstance(n, ast.AnnAssign) and getattr(n.annotation, "id", "") == "list"]
         derived = "".join(cells[at + 1]["source"])
         for name in lists:
-            found += 1
-            assert f'{name} = checks.seed_list("{name}", {name}' in derived, (path.name, name)
-    assert found == 6   # seeds in 01-05, and 03's grid_seeds
+            if name.endswith("seeds"):
+                check = "seed_list"
+            elif name in NAME_LISTS or (name == "methods" and path.name[:2] in ("01", "02", "04")):
+                check = "choice_list"
+            else:
+                continue
+            found.append((path.name[:2], name))
+            assert f'{name} = checks.{check}("{name}", {name}' in derived, (path.name, name)
+    assert len(found) == 14, found   # seeds 01-05, 03's grid_seeds; datasets 01-02; modes 02; distributions 04;
+    # algorithms 03; methods 01, 02, 04
+
+
+def test_a_name_list_that_is_empty_repeated_or_unknown_is_refused():
+    with pytest.raises(checks.SettingError, match=r"^modes: got \[\]; expected a list of distinct names from "
+                       r"\['unimodal', 'multimodal'\], with at least one\.$"):
+        checks.choice_list("modes", [], ["unimodal", "multimodal"])
+    with pytest.raises(checks.SettingError, match=r"got the string 'MNIST' in \['MNIST'\]; expected .*'mnist'"):
+        checks.choice_list("datasets", ["MNIST"], ["mnist", "fashionmnist"])
+    with pytest.raises(checks.SettingError, match=r"with 'B' more than once"):
+        checks.choice_list("distributions", ["B", "A", "B"], ["A", "B"])
+    with pytest.raises(checks.SettingError, match=r"got 3 in \[3\]"):
+        checks.choice_list("methods", [3])
+    with pytest.raises(checks.SettingError, match=r"^methods: got the string 'fedavg'; expected a list"):
+        checks.choice_list("methods", "fedavg", ["fedavg"])
+    assert checks.choice_list("methods", (), ["fedavg"], allow_empty=True) == []
+    assert checks.choice_list("datasets", ("mnist",), ["mnist"]) == ["mnist"]
