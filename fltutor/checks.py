@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-__all__ = ["SettingError", "number", "integer", "option", "flag", "seed_list", "choice_list", "check_fields", "describe"]
+__all__ = ["SettingError", "number", "integer", "option", "flag", "seed_list", "choice_list", "number_list", "check_fields", "describe"]
 
 
 class SettingError(ValueError):
@@ -151,6 +151,27 @@ def choice_list(name: str, value, allowed: Sequence[str] | None = None, *, allow
         raise SettingError(f"{name}: got {list(value)!r}, with {', '.join(map(repr, twice))} more than once; "
                            f"expected {expected}.{tail}")
     return list(value)
+
+
+def number_list(name: str, value, *, low=None, high=None, low_open: bool = False, high_open: bool = False,
+                allow_empty: bool = False, hint: str = "") -> list[float]:
+    """A list (or tuple) of distinct finite numbers in the given range, as floats, non-empty unless
+    ``allow_empty``: a grid of rates, thresholds or concentrations before anything trains."""
+    rng = _range_text(low, high, low_open, high_open)
+    expected = "a list of distinct numbers" + ("" if rng == "finite" else f" {rng}") + \
+        ("" if allow_empty else ", with at least one")
+    tail = f" {hint}" if hint else ""
+    if not isinstance(value, (list, tuple)):
+        raise _type_error(name, value, expected, hint)
+    if not value and not allow_empty:
+        raise SettingError(f"{name}: got []; expected {expected}.{tail}")
+    out = [number(f"{name} (each value)", v, low=low, high=high, low_open=low_open, high_open=high_open, hint=hint)
+           for v in value]
+    twice = sorted({v for v in out if out.count(v) > 1})
+    if twice:
+        raise SettingError(f"{name}: got {out}, with {', '.join(f'{v:g}' for v in twice)} more than once; "
+                           f"expected {expected}.{tail}")
+    return out
 
 
 def _unwrap_optional(tp) -> tuple[Any, bool]:

@@ -255,3 +255,17 @@ def test_a_name_list_that_is_empty_repeated_or_unknown_is_refused():
         checks.choice_list("methods", "fedavg", ["fedavg"])
     assert checks.choice_list("methods", (), ["fedavg"], allow_empty=True) == []
     assert checks.choice_list("datasets", ("mnist",), ["mnist"]) == ["mnist"]
+
+
+def test_a_number_list_that_is_empty_repeated_or_out_of_range_is_refused():
+    with pytest.raises(checks.SettingError, match=r"^tau_sweep \(each value\): got 1\.5; expected a finite number in \[0, 1\]"):
+        checks.number_list("tau_sweep", [0.0, 1.5], low=0, high=1)
+    with pytest.raises(checks.SettingError, match=r"^lr_grid\['lr'\]: got \[\]; expected a list of distinct numbers > 0, "
+                       r"with at least one\.$"):
+        checks.number_list("lr_grid['lr']", [], low=0, low_open=True)
+    with pytest.raises(checks.SettingError, match=r"with 0\.1 more than once"):
+        checks.number_list("alphas", [0.1, 1, 0.1], low=0, low_open=True)
+    with pytest.raises(checks.SettingError, match=r"string"):
+        checks.number_list("alphas", ["0.1"])
+    assert checks.number_list("alphas", (1, np.float32(0.5))) == [1.0, 0.5]
+    assert checks.number_list("tau_sweep", [], allow_empty=True) == []
