@@ -535,6 +535,16 @@ def readme_hint() -> None:
     if changed:
         print(f"README: {len(changed)} generated table(s) now lag results/ ({'; '.join(changed)}); refill them with "
               "python scripts/readme_results.py", flush=True)
+    if (ROOT / "scripts" / "readme_figures.py").is_file():
+        try:
+            figures = load_script("readme_figures")
+            lag = figures.stale(ROOT / "results", ROOT / "docs" / "figures")
+        except Exception as err:
+            print(f"README: could not check its figures ({err})", flush=True)
+            return
+        if lag:
+            print(f"README: {len(lag)} figure(s) now lag results/ ({', '.join(x.split(':')[0] for x in lag)}); redraw "
+                  "them with python scripts/readme_figures.py", flush=True)
 
 
 def build_parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:

@@ -15,7 +15,7 @@ from .partition import class_counts
 
 __all__ = ["plot_partition", "plot_learning_curves", "plot_client_accuracy", "interact",
            "threat_rows", "plot_threat_model", "plot_roc", "plot_privacy_utility", "plot_image_grid",
-           "plot_lr_grid"]
+           "plot_lr_grid", "table10_grids", "plot_table10_results"]
 
 
 def plot_partition(labels, parts, *, class_names: Sequence[str] | None = None, groups=None,
@@ -360,3 +360,57 @@ def plot_lr_grid(panels: dict, client_lrs: Sequence[float], server_lrs: Sequence
         ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
         plt.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
     return axes
+
+
+def table10_grids(rows: Sequence[dict], momentum: float = 0.9) -> dict:
+    """GMA's Table 10 from results/gma/table10.csv's rows at one client momentum and the longest runs there:
+    {"rounds": R, "AVG"/"GMA": (server rates x client rates) mean best test accuracy over the seeds (NaN where
+    none ran or a run diverged), "notes": {"AVG"/"GMA": the text of each cell, "N seeds" or "diverged k/n
+    seeds"}}; the grid's axes are the paper's (paper_tables.GMA_TABLE10_*). A cell where any seed diverged is
+    never averaged over the seeds that did not."""
+    from .paper_tables import GMA_TABLE10_CLIENT_LRS as L, GMA_TABLE10_SERVER_LRS as S
+    rows = [r for r in rows if (0.9 if r.get("momentum") is None else float(r["momentum"])) == momentum]
+    rounds = max((int(r["rounds"]) for r in rows), default=0)
+    out = {"rounds": rounds, "notes": {}}
+    for agg in ("AVG", "GMA"):
+        acc, note = np.full((len(S), len(L)), np.nan), np.full((len(S), len(L)), "", dtype=object)
+        for i, g in enumerate(S):
+            for j, lr in enumerate(L):
+                one = [r for r in rows if r["aggregation"] == agg and float(r["server_lr"]) == g and float(r["lr"]) == lr
+                       and int(r["rounds"]) == rounds]
+                vals = [float(r["value"]) for r in one if r["metric"] == "best_global_acc" and r["value"] is not None]
+                div = [r for r in one if r["metric"] == "diverged_round" and r["value"] is not None]
+                if div:
+                    note[i, j] = f"diverged\n{len(div)}/{len(div) + len(vals)} seeds"
+                elif vals:
+                    acc[i, j] = float(np.mean(vals))
+                    note[i, j] = f"{acc[i, j]:.1f}\n{len(vals)} seed{'s' * (len(vals) > 1)}"
+        out[agg], out["notes"][agg] = acc, note
+    return out
+
+
+def plot_table10_results(rows: Sequence[dict], meta: dict, *, fig=None):
+    """Table 10 at the paper's protocol: our AVG, GMA and GMA - AVG heatmaps (top) above the paper's (bottom), on
+    one difference scale, from results/gma/table10.csv (``rows``) and its JSON (``meta``: the devices named in the
+    title). Returns the figure."""
+    from .paper_tables import GMA_TABLE10, GMA_TABLE10_CLIENT_LRS as L, GMA_TABLE10_SERVER_LRS as S
+    g = table10_grids(rows)
+    lead = g["GMA"] - g["AVG"]
+    lead_notes = np.where([[str(a).startswith("diverged") or str(b).startswith("diverged") for a, b in zip(ra, rb)]
+                           for ra, rb in zip(g["notes"]["AVG"], g["notes"]["GMA"])], "diverged", "")
+    paper = {agg: np.array([GMA_TABLE10[agg][s] for s in S]) for agg in ("mean", "gma")}
+    both = np.concatenate([lead.ravel(), (paper["gma"] - paper["mean"]).ravel()])
+    lim = float(np.nanmax(np.abs(both))) if np.isfinite(both).any() else 1.0
+    fig = fig or plt.figure(figsize=(13, 7.5))
+    axes = fig.subplots(2, 3)
+    plot_lr_grid({"ours: AVG": g["AVG"], "ours: GMA": g["GMA"], "ours: GMA − AVG": lead}, L, S, axes=axes[0],
+                 diff_keys=["ours: GMA − AVG"], diff_limit=lim,
+                 notes={"ours: AVG": g["notes"]["AVG"], "ours: GMA": g["notes"]["GMA"], "ours: GMA − AVG": lead_notes})
+    plot_lr_grid({"paper: AVG": paper["mean"], "paper: GMA": paper["gma"], "paper: GMA − AVG": paper["gma"] - paper["mean"]},
+                 L, S, axes=axes[1], diff_keys=["paper: GMA − AVG"], diff_limit=lim)
+    parts = meta.get("parts") or [meta]
+    devices = ", ".join(sorted({str(p.get("device", "?")).split(":")[0] for p in parts}))
+    fig.suptitle(f"Table 10 at the paper's protocol ({g['rounds']} rounds, full scale): best test accuracy (%), ours (top, "
+                 f"{len(parts)} commands, {devices}) and the paper's (bottom)", fontsize=10)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,204 @@
+"""Draw the README's figures from results/ (docs/figures/*.png), or check that they are up to date.
+
+    python scripts/readme_figures.py           # redraw every figure
+    python scripts/readme_figures.py --check   # change nothing; exit 1 naming each figure its tables have outgrown
+
+Each figure is drawn from committed tables only (never from runs/), and its PNG records the SHA-256 of every
+table it read (a "Source" text chunk). `--check` compares those with the tables as they are now, so after a
+merge into results/ a stale figure fails `pytest` (tests/test_readme_figures.py) the way a stale README table
+does; redraw, look at it, commit. The figures:
+
+- gma_table10.png: GMA's Table 10 at the paper's protocol, AVG, GMA and GMA - AVG over the learning-rate grid,
+  above the paper's (the same drawing as notebook 03, section 4: fltutor.plots.plot_table10_results).
+- waffle_ibp_table1.png: weight-factorization WAFFLe's Table 1, the majority's and the minority's accuracy per
+  method on the multimodal split, mean ± sd over seeds, with the paper's numbers as markers.
+- waffle_weighted_table1.png: weighted-averaging WAFFLE's Table 1, each method's best accuracy (the paper's
+  metric) per distribution, mean ± sd over seeds, its final accuracy beside it (a collapse shows as a gap) and
+  the paper's number as a marker.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import sys
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from fltutor import results  # noqa: E402
+from fltutor.paper_tables import WAFFLE_IBP_TABLE1, WEIGHTED_WAFFLE_TABLE1  # noqa: E402
+from fltutor.partition import MULTIMODAL_PRESETS  # noqa: E402
+from fltutor.plots import plot_table10_results  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "docs" / "figures"
+
+
+def fingerprint(paths: list[Path], root: Path) -> str:
+    """'<path> sha256:<hex>; ...' over the tables a figure reads (CSV and JSON), by their path under ``root``."""
+    return "; ".join(f"{p.relative_to(root).as_posix()} sha256:{hashlib.sha256(p.read_bytes()).hexdigest()[:16]}"
+                     for p in sorted(paths))
+
+
+def _summary(vals: list[float]) -> tuple[float, float, int]:
+    """(mean, sample sd, n) of the values; (nan, 0, 0) when there are none (every seed diverged or none ran)."""
+    a = np.asarray(vals, dtype=float)
+    if not len(a):
+        return float("nan"), 0.0, 0
+    return float(a.mean()), float(a.std(ddof=1)) if len(a) > 1 else 0.0, len(a)
+
+
+def _diverged(rows: list[dict]) -> int:
+    """How many of ``rows``' runs diverged (a diverged_round row with a value)."""
+    return sum(1 for r in rows if r["metric"] == "diverged_round" and r["value"] is not None)
+
+
+def gma_table10(folder: Path):
+    rows, meta = results.read_table(folder / "gma", "table10")
+    return plot_table10_results(rows, meta)
+
+
+IBP_ORDER = ("fedavg", "fedprox", "qffl", "fedper", "pfedme", "waffle_ibp")
+IBP_NAMES = {"fedavg": "FedAvg", "fedprox": "FedProx", "qffl": "q-FFL", "fedper": "FedPer", "pfedme": "pFedMe",
+             "waffle_ibp": "WAFFLe"}
+
+
+def waffle_ibp_table1(folder: Path):
+    rows, _ = results.read_table(folder / "waffle_ibp", "tables1_2")
+    datasets = [d for d in ("mnist", "fashionmnist") if any(r["dataset"] == d for r in rows)]
+    fig, axes = plt.subplots(1, len(datasets), figsize=(6.2 * len(datasets), 4.2), squeeze=False)
+    for ax, ds in zip(axes[0], datasets):
+        preset = "-".join(str(c) for c in MULTIMODAL_PRESETS[ds][-1][0])
+        mine = [r for r in rows if r["dataset"] == ds and r["mode"] == "multimodal" and r["rounds"] in (None, 100)
+                and (r["minority_classes"] or preset) == preset]
+        groups = sorted({(r["method"], r["variant"] or "") for r in mine if r["method"] in IBP_ORDER},
+                        key=lambda k: (IBP_ORDER.index(k[0]), k[1]))
+        x = np.arange(len(groups))
+        for k, (metric, colour, dx) in enumerate((("majority", "C0", -0.2), ("minority", "C3", 0.2))):
+            stats = [_summary([r["value"] for r in mine if (r["method"], r["variant"] or "") == g
+                               and r["metric"] == metric and r["value"] is not None]) for g in groups]
+            ax.bar(x + dx, [s[0] for s in stats], 0.4, yerr=[s[1] for s in stats], color=colour, alpha=0.8,
+                   capsize=3, label=f"{metric}, ours (mean ± sd)")
+            for xi, g in zip(x, groups):   # a run that diverged has no accuracy: say so where its bar would be
+                runs = [r for r in mine if (r["method"], r["variant"] or "") == g]
+                if _diverged(runs):
+                    ax.text(xi + dx, 3, f"diverged ({_diverged(runs)}/{len({r['seed'] for r in runs})})",
+                            rotation=90, ha="center", va="bottom", fontsize=7)
+            paper = [WAFFLE_IBP_TABLE1[metric].get(ds, {}).get(g[0]) for g in groups]
+            ax.scatter([xi + dx for xi, p in zip(x, paper) if p is not None], [p for p in paper if p is not None],
+                       marker="D", s=28, color="k", zorder=3, label="the paper" if k else None)
+        seeds = sorted({r["seed"] for r in mine})
+        labels = [IBP_NAMES[m] + (f"\n{v.split(',')[0]}" if v and m != "waffle_ibp" else "") for m, v in groups]
+        ax.set_xticks(x, labels, fontsize=8)
+        ax.set_ylim(max(0, min(ax.get_ylim()[0], 40)), 101)
+        ax.set(ylabel="local test accuracy (%)", title=f"{ds}: multimodal split, minority classes {preset} "
+               f"({len(seeds)} seeds)")
+        ax.grid(axis="y", alpha=0.3)
+        ax.legend(fontsize=7, loc="lower left")
+    fig.suptitle("Weight-factorization WAFFLe, Table 1 at full scale (T = 100): does the minority keep up?", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+WW_ORDER = ("local", "fedavg", "scaffold", "weight_erosion", "waffle_weighted", "apfl")
+WW_NAMES = {"local": "Local", "fedavg": "FedAvg", "scaffold": "SCAFFOLD", "weight_erosion": "Weight Erosion",
+            "waffle_weighted": "WAFFLE", "apfl": "APFL"}
+
+
+def waffle_weighted_table1(folder: Path):
+    rows, _ = results.read_table(folder / "waffle_weighted", "table1")
+    rows = [r for r in rows if float(r["lr"]) == 0.1 and str(r["images_per_agent"]) == "all" and int(r["rounds"]) == 100]
+    dists = [d for d in ("A", "B", "C", "A*", "B*") if any(r["distribution"] == d for r in rows)]
+    fig, ax = plt.subplots(figsize=(12, 4.4))
+    w = 0.8 / len(WW_ORDER)
+    for k, m in enumerate(WW_ORDER):
+        xs = np.arange(len(dists)) + (k - (len(WW_ORDER) - 1) / 2) * w
+        best = [_summary([r["value"] for r in rows if (r["distribution"], r["method"], r["metric"]) == (d, m, "best_acc")
+                          and r["value"] is not None] or [np.nan]) for d in dists]
+        final = [_summary([r["value"] for r in rows if (r["distribution"], r["method"], r["metric"]) == (d, m, "final_acc")
+                           and r["value"] is not None] or [np.nan]) for d in dists]
+        ax.bar(xs, [b[0] for b in best], w * 0.92, yerr=[b[1] for b in best], capsize=2, color=f"C{k}", alpha=0.85,
+               label=WW_NAMES[m])
+        for xi, d, b in zip(xs, dists, best):   # a run whose weights turned non-finite keeps its best, has no final
+            runs = [r for r in rows if (r["distribution"], r["method"]) == (d, m)]
+            if _diverged(runs):
+                ax.text(xi, 2, f"{_diverged(runs)}/{len({r['seed'] for r in runs})} diverged", rotation=90,
+                        ha="center", va="bottom", fontsize=6)
+        ax.scatter(xs, [f[0] for f in final], marker="_", s=90, color="k", zorder=3,
+                   label="final accuracy (ours)" if k == 0 else None)
+        paper = [WEIGHTED_WAFFLE_TABLE1.get(d, {}).get(m, (np.nan,))[0] for d in dists]
+        ax.scatter(xs, paper, marker="D", s=18, color="w", edgecolor="k", zorder=4, label="the paper" if k == 0 else None)
+    seeds = sorted({r["seed"] for r in rows})
+    ax.set_xticks(range(len(dists)), [f"distribution {d}" for d in dists])
+    ax.set(ylabel="test accuracy of the target agent (%)", ylim=(0, 101),
+           title=f"Weighted-averaging WAFFLE, Table 1 at full scale (all of MNIST, R = 100, {len(seeds)} seeds)\nbest "
+                 "accuracy at any round (bars, mean ± sd), final accuracy of the runs that stayed finite (dash), the paper "
+                 "(diamond)")
+    ax.title.set_fontsize(9)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=7, ncol=8, loc="upper center", bbox_to_anchor=(0.5, -0.08))
+    fig.tight_layout()
+    return fig
+
+
+FIGURES = {   # name: (drawing, the tables it reads under results/)
+    "gma_table10.png": (gma_table10, ["gma/table10"]),
+    "waffle_ibp_table1.png": (waffle_ibp_table1, ["waffle_ibp/tables1_2"]),
+    "waffle_weighted_table1.png": (waffle_weighted_table1, ["waffle_weighted/table1"]),
+}
+
+
+def sources(tables: list[str], folder: Path) -> list[Path]:
+    return [folder / f"{t}.{ext}" for t in tables for ext in ("csv", "json")]
+
+
+def stale(folder: Path, out: Path) -> list[str]:
+    """The figures whose recorded tables differ from ``folder``'s (or that are missing), with why."""
+    from PIL import Image
+    bad = []
+    for name, (_, tables) in FIGURES.items():
+        path = out / name
+        if not path.exists():
+            bad.append(f"{name}: missing")
+            continue
+        got = Image.open(path).text.get("Source", "")
+        want = fingerprint(sources(tables, folder), folder)
+        if got != want:
+            bad.append(f"{name}: drawn from {got or 'unrecorded tables'}; results/ now holds {want}")
+    return bad
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true", help="change nothing; exit 1 if a figure lags results/")
+    ap.add_argument("--results", default=str(results.RESULTS_DIR), help="the results folder (default: results/)")
+    ap.add_argument("--out", default=str(OUT), help="where the PNGs go (default: docs/figures/)")
+    a = ap.parse_args(argv)
+    folder, out = Path(a.results), Path(a.out)
+    if a.check:
+        bad = stale(folder, out)
+        for line in bad:
+            print(line)
+        if bad:
+            print("redraw with: python scripts/readme_figures.py (then look at them and commit)")
+        return 1 if bad else 0
+    out.mkdir(parents=True, exist_ok=True)
+    for name, (draw, tables) in FIGURES.items():
+        missing = [p for p in sources(tables, folder) if not p.exists()]
+        if missing:
+            sys.exit(f"{name}: needs {', '.join(map(str, missing))}")
+        fig = draw(folder)
+        tmp = out / f".{name}.tmp.png"
+        fig.savefig(tmp, dpi=90, metadata={"Source": fingerprint(sources(tables, folder), folder), "Software": None})
+        plt.close(fig)
+        tmp.replace(out / name)   # atomic: a reader never sees half a PNG
+        print(f"wrote {out / name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,65 @@
+"""scripts/readme_figures.py: the README's figures record the tables they were drawn from, and a figure that lags
+results/ fails here (as a stale README table fails tests/test_readme_results.py)."""
+import shutil
+
+import pytest
+from PIL import Image
+
+from fltutor import results
+
+
+@pytest.fixture(scope="module")
+def mod(load_script):
+    return load_script("readme_figures")
+
+
+def test_the_committed_figures_match_results(mod):
+    assert mod.stale(results.RESULTS_DIR, mod.OUT) == [], "run: python scripts/readme_figures.py, look, commit"
+
+
+def test_a_changed_or_missing_table_makes_its_figure_stale(mod, tmp_path):
+    for name, (_, tables) in mod.FIGURES.items():
+        for src in mod.sources(tables, results.RESULTS_DIR):
+            dst = tmp_path / src.relative_to(results.RESULTS_DIR)
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(src, dst)
+    assert mod.stale(tmp_path, mod.OUT) == []      # the same bytes under another root: nothing lags
+    csv = tmp_path / "waffle_weighted" / "table1.csv"
+    csv.write_text(csv.read_text() + "\n")          # one more byte, as a merge would add rows
+    got = mod.stale(tmp_path, mod.OUT)
+    assert len(got) == 1 and got[0].startswith("waffle_weighted_table1.png: drawn from waffle_weighted/table1.csv")
+    out = tmp_path / "figures"
+    out.mkdir()
+    shutil.copy(mod.OUT / "gma_table10.png", out)
+    assert sorted(line.split(":")[0] for line in mod.stale(tmp_path, out)) == [
+        "waffle_ibp_table1.png", "waffle_weighted_table1.png"]   # missing ones are named too
+
+
+def test_drawing_records_the_sha256_of_every_table_it_read(mod, tmp_path):
+    import hashlib
+    assert mod.main(["--out", str(tmp_path)]) == 0
+    text = Image.open(tmp_path / "gma_table10.png").text["Source"]
+    digest = hashlib.sha256((results.RESULTS_DIR / "gma" / "table10.csv").read_bytes()).hexdigest()[:16]
+    assert f"gma/table10.csv sha256:{digest}" in text and "gma/table10.json sha256:" in text
+    assert mod.main(["--check", "--out", str(tmp_path)]) == 0
+
+
+def test_a_merge_into_this_checkout_names_the_figures_that_now_lag(mod, tmp_path, monkeypatch, capsys):
+    import fltutor.__main__ as cli
+    for _, tables in mod.FIGURES.values():
+        for src in mod.sources(tables, results.RESULTS_DIR):
+            dst = tmp_path / "results" / src.relative_to(results.RESULTS_DIR)
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(src, dst)
+    shutil.copytree(mod.OUT, tmp_path / "docs" / "figures")
+    (tmp_path / "scripts").mkdir()
+    for name in ("readme_results.py", "readme_figures.py"):   # the hint only looks for them (the checkout's run)
+        (tmp_path / "scripts" / name).write_text("")
+    (tmp_path / "README.md").write_text("no generated tables\n")
+    monkeypatch.setattr(cli, "ROOT", tmp_path)
+    cli.readme_hint()
+    assert capsys.readouterr().out == ""                                      # nothing lags: nothing said
+    (tmp_path / "results" / "gma" / "table10.json").write_text((tmp_path / "results" / "gma" / "table10.json").read_text() + " ")
+    cli.readme_hint()
+    assert capsys.readouterr().out == ("README: 1 figure(s) now lag results/ (gma_table10.png); redraw them with python "
+                                       "scripts/readme_figures.py\n")
