@@ -15,6 +15,8 @@ does; redraw, look at it, commit. The figures:
 - waffle_weighted_table1.png: weighted-averaging WAFFLE's Table 1, each method's best accuracy (the paper's
   metric) per distribution, mean ± sd over seeds, its final accuracy beside it (a collapse shows as a gap) and
   the paper's number as a marker.
+- waffle_weighted_collapse.png: the same runs' raw accuracy round by round under concept shift (A*, B*), where
+  WAFFLE's and SCAFFOLD's weights turn non-finite, beside WAFFLE's running best (what the paper plots).
 """
 from __future__ import annotations
 
@@ -145,10 +147,48 @@ def waffle_weighted_table1(folder: Path):
     return fig
 
 
+def waffle_weighted_collapse(folder: Path):
+    """The raw test accuracy of the target agent round by round under concept shift (A*, B*) for WAFFLE, SCAFFOLD and
+    Weight Erosion, one thin line per seed; a run whose weights turned non-finite stops there (x). The paper plots
+    the best accuracy so far, which hides this; WAFFLE's running best is drawn dashed for comparison."""
+    rows, _ = results.read_table(folder / "waffle_weighted", "table1_curves")
+    curves: dict[tuple, dict[int, float]] = {}
+    for r in rows:   # rows written before the lr column was kept have none; a run at another rate is left out
+        if r["metric"] != "alice_acc" or r["value"] is None or (r["lr"] is not None and float(r["lr"]) != 0.1):
+            continue
+        curves.setdefault((r["distribution"], r["method"], r["seed"]), {})[int(r["round"])] = float(r["value"])
+    dists = [d for d in ("A*", "B*") if any(k[0] == d for k in curves)]
+    shown = {"waffle_weighted": ("WAFFLE", "C4"), "scaffold": ("SCAFFOLD", "C2"), "weight_erosion": ("Weight Erosion", "C3")}
+    fig, axes = plt.subplots(1, len(dists), figsize=(6.2 * len(dists), 3.8), squeeze=False)
+    for ax, d in zip(axes[0], dists):
+        last = max(max(c) for k, c in curves.items() if k[0] == d)
+        for m, (name, colour) in shown.items():
+            runs = sorted((k[2], c) for k, c in curves.items() if k[:2] == (d, m))
+            for n, (seed, c) in enumerate(runs):
+                x = sorted(c)
+                ax.plot(x, [c[i] for i in x], color=colour, lw=0.8, alpha=0.45 if m == "weight_erosion" else 0.8, label=f"{name} ({len(runs)} seeds)" if n == 0 else None)
+                if x[-1] < last:
+                    ax.plot(x[-1], c[x[-1]], "x", color=colour, ms=6)
+                if m == "waffle_weighted":   # best so far, held to the last round as a best-so-far plot shows it
+                    best = list(np.maximum.accumulate([c[i] for i in x]))
+                    ax.plot(x + [last], best + best[-1:], color=colour, lw=1, ls="--",
+                            label="WAFFLE, best so far (the paper's kind of curve)" if n == 0 else None)
+        ax.set(xlabel="round", ylabel="test accuracy of the target agent (%)", ylim=(0, 101), xlim=(0, last + 1),
+               title=f"distribution {d}: raw accuracy per round; x: weights turned non-finite")
+        ax.title.set_fontsize(9)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="lower right")
+    fig.suptitle("Weighted-averaging WAFFLE at full scale (all of MNIST, lr 0.1): where the running best hides a collapse",
+                 fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
 FIGURES = {   # name: (drawing, the tables it reads under results/)
     "gma_table10.png": (gma_table10, ["gma/table10"]),
     "waffle_ibp_table1.png": (waffle_ibp_table1, ["waffle_ibp/tables1_2"]),
     "waffle_weighted_table1.png": (waffle_weighted_table1, ["waffle_weighted/table1"]),
+    "waffle_weighted_collapse.png": (waffle_weighted_collapse, ["waffle_weighted/table1_curves"]),
 }
 
 
