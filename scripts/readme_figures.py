@@ -8,6 +8,7 @@ table it read (a "Source" text chunk). `--check` compares those with the tables 
 merge into results/ a stale figure fails `pytest` (tests/test_readme_figures.py) the way a stale README table
 does; redraw, look at it, commit. The figures:
 
+- waffle_ibp_epochs.png: WAFFLe's lead over FedAvg against the local epochs E (Tables 6-7), beside the paper's.
 - gma_table10.png: GMA's Table 10 at the paper's protocol, AVG, GMA and GMA - AVG over the learning-rate grid,
   above the paper's (the same drawing as notebook 03, section 4: fltutor.plots.plot_table10_results).
 - waffle_ibp_table1.png: weight-factorization WAFFLe's Table 1, the majority's and the minority's accuracy per
@@ -32,6 +33,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from fltutor import results  # noqa: E402
+from fltutor.results import load_script  # noqa: E402
 from fltutor.paper_tables import WAFFLE_IBP_TABLE1, WEIGHTED_WAFFLE_TABLE1  # noqa: E402
 from fltutor.partition import MULTIMODAL_PRESETS  # noqa: E402
 from fltutor.plots import plot_table10_results  # noqa: E402
@@ -102,6 +104,42 @@ def waffle_ibp_table1(folder: Path):
         ax.grid(axis="y", alpha=0.3)
         ax.legend(fontsize=7, loc="lower left")
     fig.suptitle("Weight-factorization WAFFLe, Table 1 at full scale (T = 100): does the minority keep up?", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def waffle_ibp_epochs(folder: Path):
+    """WAFFLe's lead over FedAvg (local test accuracy, seed by seed) against the local epochs E, Tables 6-7 (T = 50):
+    a line per (dataset, mode, KL weight) with its sd band, the paper's lead as open markers. The selection probe
+    explains the fall at notebook 02's KL weight 0.1: the KL pulls the private selections back to the prior once
+    per mini-batch step, so a longer round erases them (README, "Why, measured on the runs themselves")."""
+    table = load_script("waffle_ibp_table")
+    rows, _ = results.read_table(folder / "waffle_ibp", "ablations")
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    k = 0
+    for kl in table.epochs_kls(rows):
+        leads = table.epochs_leads(rows, kl)
+        for ds, mode in sorted({key[:2] for key in leads}):
+            cells = sorted((key[3], c) for key, c in leads.items() if key[:2] == (ds, mode) and c.get("local_acc")
+                           and c["local_acc"]["n"] >= 3)
+            if len(cells) < 2:   # a single E is no line (one-off probes at other KL weights, 2 seeds)
+                continue
+            es = [e for e, _ in cells]
+            mean = np.array([c["local_acc"]["mean"] for _, c in cells])
+            sd = np.array([c["local_acc"]["sd"] or 0.0 for _, c in cells])
+            colour = f"C{k}"
+            k += 1
+            ax.plot(es, mean, "o-", color=colour, label=f"{ds} {mode}, KL weight {kl:g} ({cells[0][1]['local_acc']['n']} seeds)")
+            ax.fill_between(es, mean - sd, mean + sd, color=colour, alpha=0.15)
+            paper = [(e, c["paper"]) for e, c in cells if c.get("paper") is not None]
+            if paper and kl == table.DEFAULT_KL:
+                ax.plot(*zip(*paper), "D--", mfc="none", color=colour, lw=0.8, label=f"{ds} {mode}, the paper")
+    ax.axhline(0, color="k", lw=0.8)
+    ax.set(xlabel="local epochs E", ylabel="WAFFLe − FedAvg, local test accuracy (points)",
+           title="Tables 6-7 (T = 50): WAFFLe's lead over FedAvg as E grows, mean ± sd over seeds")
+    ax.title.set_fontsize(9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
     fig.tight_layout()
     return fig
 
@@ -187,6 +225,7 @@ def waffle_weighted_collapse(folder: Path):
 FIGURES = {   # name: (drawing, the tables it reads under results/)
     "gma_table10.png": (gma_table10, ["gma/table10"]),
     "waffle_ibp_table1.png": (waffle_ibp_table1, ["waffle_ibp/tables1_2"]),
+    "waffle_ibp_epochs.png": (waffle_ibp_epochs, ["waffle_ibp/ablations"]),
     "waffle_weighted_table1.png": (waffle_weighted_table1, ["waffle_weighted/table1"]),
     "waffle_weighted_collapse.png": (waffle_weighted_collapse, ["waffle_weighted/table1_curves"]),
 }
