@@ -148,7 +148,8 @@ def controls(rows: list[dict]) -> pd.DataFrame:
     keys = ["distribution", "images_per_agent", "local_steps", "lr", "rounds", "method", "control", "c_rule", "nonfinite",
             "grad_clip_norm", "model"]
     df = wide(rows, keys + ["seed"])
-    df[["c_rule", "nonfinite"]] = df[["c_rule", "nonfinite"]].fillna("")
+    text = df[["c_rule", "nonfinite"]].astype(object)   # a column with no value reads as float NaN
+    df[["c_rule", "nonfinite"]] = text.where(text.notna(), "")
     out = []
     for k, g in df.groupby(keys, dropna=False, sort=False):
         d = dict(zip(keys, k))
