@@ -113,22 +113,33 @@ def flag(name: str, value) -> bool:
     return bool(value)
 
 
+def _distinct_list(name: str, value, expected: str, item, hint: str, show=repr) -> list:
+    """The shared part of the list checks: ``value`` is a list or tuple, not empty where ``expected`` says "with at
+    least one", each entry passes ``item`` (which returns it normalised), and no entry comes twice."""
+    tail = f" {hint}" if hint else ""
+    if not isinstance(value, (list, tuple)):
+        raise _type_error(name, value, expected, hint)
+    if not value and expected.endswith("with at least one"):
+        raise SettingError(f"{name}: got []; expected {expected}.{tail}")
+    out = [item(v) for v in value]
+    twice = sorted({v for v in out if out.count(v) > 1})
+    if twice:
+        raise SettingError(f"{name}: got {out!r}, with {', '.join(map(show, twice))} more than once; expected "
+                           f"{expected}.{tail}")
+    return out
+
+
+def _at_least_one(text: str, allow_empty: bool) -> str:
+    return text + ("" if allow_empty else ", with at least one")
+
+
 def seed_list(name: str, value, *, allow_empty: bool = False, hint: str = "") -> list[int]:
     """A list (or tuple) of distinct integer seeds >= 0, non-empty unless ``allow_empty``: a notebook's ``seeds``
     before anything trains (an empty list would otherwise fail deep inside a plot, a repeated seed would train the
     same run twice and be counted twice in a mean)."""
-    expected = "a list of distinct integers >= 0, e.g. [0, 1, 2]" + ("" if allow_empty else ", with at least one")
-    tail = f" {hint}" if hint else ""
-    if not isinstance(value, (list, tuple)):
-        raise _type_error(name, value, expected, hint)
-    if not value and not allow_empty:
-        raise SettingError(f"{name}: got []; expected {expected}.{tail}")
-    out = [integer(f"{name} (each seed)", s, low=0, high=2**32 - 1, hint=hint) for s in value]   # numpy's range
-    twice = sorted({s for s in out if out.count(s) > 1})
-    if twice:
-        raise SettingError(f"{name}: got {out}, with {', '.join(map(str, twice))} more than once; expected "
-                           f"{expected}.{tail}")
-    return out
+    return _distinct_list(name, value, _at_least_one("a list of distinct integers >= 0, e.g. [0, 1, 2]", allow_empty),
+                          lambda s: integer(f"{name} (each seed)", s, low=0, high=2**32 - 1, hint=hint),   # numpy's range
+                          hint, show=str)
 
 
 def choice_list(name: str, value, allowed: Sequence[str] | None = None, *, allow_empty: bool = False,
@@ -136,21 +147,15 @@ def choice_list(name: str, value, allowed: Sequence[str] | None = None, *, allow
     """A list (or tuple) of distinct strings, each one of ``allowed`` (any string where ``allowed`` is None: a
     dataset name, say, that the loader checks itself), non-empty unless ``allow_empty``: a notebook's
     ``datasets``, ``modes`` or ``distributions`` before anything trains."""
-    what = "strings" if allowed is None else f"names from {list(allowed)}"
-    expected = f"a list of distinct {what}" + ("" if allow_empty else ", with at least one")
-    tail = f" {hint}" if hint else ""
-    if not isinstance(value, (list, tuple)):
-        raise _type_error(name, value, expected, hint)
-    if not value and not allow_empty:
-        raise SettingError(f"{name}: got []; expected {expected}.{tail}")
-    for v in value:
+    expected = _at_least_one("a list of distinct " + ("strings" if allowed is None else f"names from {list(allowed)}"),
+                             allow_empty)
+
+    def item(v):
         if not isinstance(v, str) or (allowed is not None and v not in allowed):
-            raise SettingError(f"{name}: got {describe(v)} in {list(value)!r}; expected {expected}.{tail}")
-    twice = sorted({v for v in value if list(value).count(v) > 1})
-    if twice:
-        raise SettingError(f"{name}: got {list(value)!r}, with {', '.join(map(repr, twice))} more than once; "
-                           f"expected {expected}.{tail}")
-    return list(value)
+            raise SettingError(f"{name}: got {describe(v)} in {list(value)!r}; expected {expected}."
+                               f"{' ' + hint if hint else ''}")
+        return v
+    return _distinct_list(name, value, expected, item, hint)
 
 
 def number_list(name: str, value, *, low=None, high=None, low_open: bool = False, high_open: bool = False,
@@ -158,20 +163,10 @@ def number_list(name: str, value, *, low=None, high=None, low_open: bool = False
     """A list (or tuple) of distinct finite numbers in the given range, as floats, non-empty unless
     ``allow_empty``: a grid of rates, thresholds or concentrations before anything trains."""
     rng = _range_text(low, high, low_open, high_open)
-    expected = "a list of distinct numbers" + ("" if rng == "finite" else f" {rng}") + \
-        ("" if allow_empty else ", with at least one")
-    tail = f" {hint}" if hint else ""
-    if not isinstance(value, (list, tuple)):
-        raise _type_error(name, value, expected, hint)
-    if not value and not allow_empty:
-        raise SettingError(f"{name}: got []; expected {expected}.{tail}")
-    out = [number(f"{name} (each value)", v, low=low, high=high, low_open=low_open, high_open=high_open, hint=hint)
-           for v in value]
-    twice = sorted({v for v in out if out.count(v) > 1})
-    if twice:
-        raise SettingError(f"{name}: got {out}, with {', '.join(f'{v:g}' for v in twice)} more than once; "
-                           f"expected {expected}.{tail}")
-    return out
+    expected = _at_least_one("a list of distinct numbers" + ("" if rng == "finite" else f" {rng}"), allow_empty)
+    return _distinct_list(name, value, expected,
+                          lambda v: number(f"{name} (each value)", v, low=low, high=high, low_open=low_open,
+                                           high_open=high_open, hint=hint), hint, show=lambda v: f"{v:g}")
 
 
 def _unwrap_optional(tp) -> tuple[Any, bool]:
