@@ -13,16 +13,21 @@ def mod(load_script):
     return load_script("readme_figures")
 
 
+def copy_tables(mod, root):
+    """Every table the figures read, copied under ``root`` at its path below results/."""
+    for _, tables in mod.FIGURES.values():
+        for src in mod.sources(tables, results.RESULTS_DIR):
+            dst = root / src.relative_to(results.RESULTS_DIR)
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(src, dst)
+
+
 def test_the_committed_figures_match_results(mod):
     assert mod.stale(results.RESULTS_DIR, mod.OUT) == [], "run: python scripts/readme_figures.py, look, commit"
 
 
 def test_a_changed_or_missing_table_makes_its_figure_stale(mod, tmp_path):
-    for name, (_, tables) in mod.FIGURES.items():
-        for src in mod.sources(tables, results.RESULTS_DIR):
-            dst = tmp_path / src.relative_to(results.RESULTS_DIR)
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy(src, dst)
+    copy_tables(mod, tmp_path)
     assert mod.stale(tmp_path, mod.OUT) == []      # the same bytes under another root: nothing lags
     csv = tmp_path / "waffle_weighted" / "table1.csv"
     csv.write_text(csv.read_text() + "\n")          # one more byte, as a merge would add rows
@@ -47,11 +52,7 @@ def test_drawing_records_the_sha256_of_every_table_it_read(mod, tmp_path):
 
 def test_a_merge_into_this_checkout_names_the_figures_that_now_lag(mod, tmp_path, monkeypatch, capsys):
     import fltutor.__main__ as cli
-    for _, tables in mod.FIGURES.values():
-        for src in mod.sources(tables, results.RESULTS_DIR):
-            dst = tmp_path / "results" / src.relative_to(results.RESULTS_DIR)
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy(src, dst)
+    copy_tables(mod, tmp_path / "results")
     shutil.copytree(mod.OUT, tmp_path / "docs" / "figures")
     (tmp_path / "scripts").mkdir()
     for name in ("readme_results.py", "readme_figures.py"):   # the hint only looks for them (the checkout's run)
