@@ -543,8 +543,8 @@ def readme_hint() -> None:
             print(f"README: could not check its figures ({err})", flush=True)
             return
         if lag:
-            print(f"README: {len(lag)} figure(s) now lag results/ ({', '.join(x.split(':')[0] for x in lag)}); redraw "
-                  "them with python scripts/readme_figures.py", flush=True)
+            print(f"README: {len(lag)} figure(s) now lag results/ or the drawing code ({', '.join(x.split(':')[0] for x in lag)}); "
+                  "redraw them with python scripts/readme_figures.py", flush=True)
 
 
 def build_parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:

@@ -4,9 +4,10 @@
     python scripts/readme_figures.py --check   # change nothing; exit 1 naming each figure its tables have outgrown
 
 Each figure is drawn from committed tables only (never from runs/), and its PNG records the SHA-256 of every
-table it read (a "Source" text chunk). `--check` compares those with the tables as they are now, so after a
-merge into results/ a stale figure fails `pytest` (tests/test_readme_figures.py) the way a stale README table
-does; redraw, look at it, commit. The figures:
+table it read (a "Source" text chunk) and of the code that drew it (a "Code" chunk: this script and
+fltutor/plots.py). `--check` compares those with the tables and the code as they are now, so after a merge into
+results/, or an edit to the drawing, a stale figure fails `pytest` (tests/test_readme_figures.py) the way a stale
+README table does; redraw, look at it, commit. The figures:
 
 - waffle_ibp_epochs.png: WAFFLe's lead over FedAvg against the local epochs E (Tables 6-7), beside the paper's.
 - gma_table10.png: GMA's Table 10 at the paper's protocol, AVG, GMA and GMA - AVG over the learning-rate grid,
@@ -34,7 +35,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from fltutor import results  # noqa: E402
+from fltutor import plots, results  # noqa: E402
 from fltutor.results import load_script  # noqa: E402
 from fltutor.paper_tables import WAFFLE_IBP_TABLE1, WEIGHTED_WAFFLE_TABLE1  # noqa: E402
 from fltutor.partition import MULTIMODAL_PRESETS  # noqa: E402
@@ -48,6 +49,13 @@ def fingerprint(paths: list[Path], root: Path) -> str:
     """'<path> sha256:<hex>; ...' over the tables a figure reads (CSV and JSON), by their path under ``root``."""
     return "; ".join(f"{p.relative_to(root).as_posix()} sha256:{hashlib.sha256(p.read_bytes()).hexdigest()[:16]}"
                      for p in sorted(paths))
+
+
+def code_fingerprint() -> str:
+    """'<file> sha256:<hex>; ...' over the drawing code: this script and fltutor/plots.py (any edit to either counts,
+    even one that leaves the pixels as they were: redrawing costs seconds, a figure drawn by old code misleads)."""
+    return "; ".join(f"{p.name} sha256:{hashlib.sha256(p.read_bytes()).hexdigest()[:16]}"
+                     for p in (Path(__file__).resolve(), Path(plots.__file__).resolve()))
 
 
 def _summary(vals: list[float]) -> tuple[float, float, int]:
@@ -279,24 +287,28 @@ def sources(tables: list[str], folder: Path) -> list[Path]:
 
 
 def stale(folder: Path, out: Path) -> list[str]:
-    """The figures whose recorded tables differ from ``folder``'s (or that are missing), with why."""
+    """The figures whose recorded tables differ from ``folder``'s, or whose drawing code has changed since (or that
+    are missing), with why."""
     from PIL import Image
-    bad = []
+    bad, code = [], code_fingerprint()
     for name, (_, tables) in FIGURES.items():
         path = out / name
         if not path.exists():
             bad.append(f"{name}: missing")
             continue
-        got = Image.open(path).text.get("Source", "")
-        want = fingerprint(sources(tables, folder), folder)
+        text = Image.open(path).text
+        got, want = text.get("Source", ""), fingerprint(sources(tables, folder), folder)
         if got != want:
             bad.append(f"{name}: drawn from {got or 'unrecorded tables'}; results/ now holds {want}")
+        elif text.get("Code", "") != code:
+            bad.append(f"{name}: drawn by {text.get('Code') or 'unrecorded code'}; the drawing code is now {code}")
     return bad
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--check", action="store_true", help="change nothing; exit 1 if a figure lags results/")
+    ap.add_argument("--check", action="store_true",
+                    help="change nothing; exit 1 if a figure lags results/ or the drawing code")
     ap.add_argument("--results", default=str(results.RESULTS_DIR), help="the results folder (default: results/)")
     ap.add_argument("--out", default=str(OUT), help="where the PNGs go (default: docs/figures/)")
     a = ap.parse_args(argv)
@@ -315,7 +327,8 @@ def main(argv=None) -> int:
             sys.exit(f"{name}: needs {', '.join(map(str, missing))}")
         fig = draw(folder)
         tmp = out / f".{name}.tmp.png"
-        fig.savefig(tmp, dpi=90, metadata={"Source": fingerprint(sources(tables, folder), folder), "Software": None})
+        fig.savefig(tmp, dpi=90, metadata={"Source": fingerprint(sources(tables, folder), folder),
+                                           "Code": code_fingerprint(), "Software": None})
         plt.close(fig)
         tmp.replace(out / name)   # atomic: a reader never sees half a PNG
         print(f"wrote {out / name}")

@@ -1,6 +1,7 @@
 """scripts/readme_figures.py: the README's figures record the tables they were drawn from, and a figure that lags
 results/ fails here (as a stale README table fails tests/test_readme_results.py)."""
 import shutil
+from pathlib import Path
 
 import pytest
 from PIL import Image
@@ -50,6 +51,17 @@ def test_drawing_records_the_sha256_of_every_table_it_read(mod, tmp_path):
     assert mod.main(["--check", "--out", str(tmp_path)]) == 0
 
 
+def test_an_edit_to_the_drawing_code_makes_every_figure_stale(mod, tmp_path, monkeypatch):
+    copy_tables(mod, tmp_path)
+    assert mod.stale(tmp_path, mod.OUT) == []
+    edited = tmp_path / "plots.py"
+    edited.write_text(Path(mod.plots.__file__).read_text() + "\n# a changed line\n")
+    monkeypatch.setattr(mod.plots, "__file__", str(edited))
+    got = mod.stale(tmp_path, mod.OUT)
+    assert sorted(line.split(":")[0] for line in got) == sorted(mod.FIGURES)
+    assert all("the drawing code is now" in line and "plots.py sha256:" in line for line in got)
+
+
 def test_a_merge_into_this_checkout_names_the_figures_that_now_lag(mod, tmp_path, monkeypatch, capsys):
     import fltutor.__main__ as cli
     copy_tables(mod, tmp_path / "results")
@@ -63,5 +75,5 @@ def test_a_merge_into_this_checkout_names_the_figures_that_now_lag(mod, tmp_path
     assert capsys.readouterr().out == ""                                      # nothing lags: nothing said
     (tmp_path / "results" / "gma" / "table10.json").write_text((tmp_path / "results" / "gma" / "table10.json").read_text() + " ")
     cli.readme_hint()
-    assert capsys.readouterr().out == ("README: 1 figure(s) now lag results/ (gma_table10.png); redraw them with python "
-                                       "scripts/readme_figures.py\n")
+    assert capsys.readouterr().out == ("README: 1 figure(s) now lag results/ or the drawing code (gma_table10.png); redraw "
+                                       "them with python scripts/readme_figures.py\n")
