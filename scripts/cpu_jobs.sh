@@ -2,7 +2,8 @@
 # Full-protocol runs on this machine's CPU as background jobs that outlive the shell and resume where they stopped.
 #
 #   scripts/cpu_jobs.sh start TAG JOBS_FILE   # pin the code, start one background chain per stream
-#   scripts/cpu_jobs.sh start TAG             # again, later: the list TAG started with (runs/bg/TAG/jobs.txt)
+#   scripts/cpu_jobs.sh start TAG             # again, later: the list TAG started with (runs/bg/TAG/jobs.txt),
+#                                             # only the streams TAG ran before (STREAMS= picks others)
 #   scripts/cpu_jobs.sh status TAG            # what finished, what runs, each job's last round
 #   scripts/cpu_jobs.sh stop TAG              # stop every chain of TAG (a job resumes from its last checkpoint)
 #   scripts/cpu_jobs.sh add TAG JOBS_FILE     # more jobs for TAG: a running stream takes them after its current
@@ -16,8 +17,9 @@
 # commit that started TAG, so that a later `start TAG` runs the same code and its checkpoints resume (a run's
 # cells are keyed by a hash of the package source: edited code would start them over); runs/NAME the job's
 # checkpoints (run_root); res/NAME/<paper> its tables (results_dir, rewritten from /tmp/res/STREAM/); logs/NAME.log;
-# done, the jobs that finished. `start TAG` again (after `stop`, a reboot or a new session) skips the finished
-# jobs and resumes the others from their last checkpoint (every 10 rounds by default). Bring tables home with
+# done, the jobs that finished; streams, the streams started. `start TAG` again (after `stop`, a reboot or a new
+# session) restarts those streams, skips the finished jobs and resumes the others from their last checkpoint
+# (every 10 rounds by default). Bring tables home with
 # `python -m fltutor merge runs/bg/TAG/res/NAME/<paper>`. FLTUTOR_DATA must point at the full datasets.
 # A job whose args start with scripts/ runs that script instead (`STREAM NAME scripts/gma_ablations.py --out-root
 # /tmp/runs/STREAM --results-dir /tmp/res/STREAM/gma ...`): /tmp/runs/STREAM becomes runs/NAME and /tmp/res/STREAM/
@@ -41,13 +43,23 @@ start() {
     [ -n "${DRY:-}" ] || python -c "import papermill, torch, fltutor" 2> /dev/null || {
         echo "python: '$(command -v python)' cannot import papermill, torch and fltutor; activate the environment of requirements.txt first" >&2
         exit 2; }
-    streams=${STREAMS:-$(awk 'NF && $1 !~ /^#/ {print $1}' "$jobs" | awk '!seen[$0]++')}
+    if [ -n "${STREAMS:-}" ]; then
+        streams=$STREAMS
+    elif [ -z "${2:-}" ] && [ -s "$bg/streams" ]; then   # a restart: the streams TAG ran, not every one of its list
+        streams=$(cat "$bg/streams")
+        echo "restarting the streams $tag ran before: $(echo $streams) (STREAMS=\"...\" starts others of its list)"
+    else
+        streams=$(awk 'NF && $1 !~ /^#/ {print $1}' "$jobs" | awk '!seen[$0]++')
+    fi
     [ -n "$streams" ] || { echo "JOBS_FILE: '$jobs' has no job lines (STREAM NAME ARGS...)" >&2; exit 2; }
     mkdir -p "$bg/logs" "$bg/pids"
     for s in $streams; do
         if [ -f "$bg/pids/$s" ] && kill -0 -- "-$(cat "$bg/pids/$s")" 2> /dev/null; then
             echo "stream $s of $tag is running already (process group $(cat "$bg/pids/$s")); stop it first" >&2; exit 2
         fi
+    done
+    for s in $streams; do   # what a later `start TAG` restarts
+        grep -qxF "$s" "$bg/streams" 2> /dev/null || echo "$s" >> "$bg/streams"
     done
     if [ ! -d "$bg/wt" ] && [ -z "${DRY:-}" ]; then
         git -C "$here" worktree add -q --detach "$bg/wt" HEAD || exit 1

@@ -63,7 +63,22 @@ def test_a_later_start_without_a_jobs_file_reuses_the_saved_list(tmp_path):
     (tmp_path / "jobs.txt").unlink()   # e.g. a file in /tmp, gone in the next session
     again = _run(tmp_path, "start", "t5")
     assert again.returncode == 0, again.stderr
-    assert again.stdout == first.stdout
+    assert again.stdout == ("restarting the streams t5 ran before: s4 s7 (STREAMS=\"...\" starts others of its list)\n"
+                            + first.stdout)
+
+
+def test_a_restart_runs_only_the_streams_the_tag_ran_before(tmp_path):
+    (tmp_path / "jobs.txt").write_text(JOBS)
+    assert _run(tmp_path, "start", "t8", str(tmp_path / "jobs.txt"), STREAMS="s7").returncode == 0
+    again = _run(tmp_path, "start", "t8")   # a new session: not s4, which never ran under t8
+    assert again.returncode == 0, again.stderr
+    assert "restarting the streams t8 ran before: s7" in again.stdout
+    assert [Path(line.split("run_root ")[1].split()[0]).name for line in again.stdout.splitlines()
+            if "run_root" in line] == ["b"]
+    both = _run(tmp_path, "start", "t8", str(tmp_path / "jobs.txt"))   # a jobs file given: its every stream
+    assert sorted(Path(line.split("run_root ")[1].split()[0]).name for line in both.stdout.splitlines()
+                  if "run_root" in line) == ["a", "b", "c"]
+    assert (tmp_path / "bg" / "t8" / "streams").read_text() == "s7\ns4\n"
 
 
 def test_add_appends_new_jobs_in_place_and_starts_the_idle_streams(tmp_path):
