@@ -605,6 +605,50 @@ SECTIONS = (
 )
 
 
+# ---- single values for the README's prose (`<!-- value: python scripts/gma_table.py --value NAME ... -->`) ------
+def signed(x: float, digits: int = 2) -> str:
+    """+0.15 / −0.67: the sign always shown, a typographic minus as the README's prose writes it."""
+    return f"{x:+.{digits}f}".replace("-", "\u2212")
+
+
+def table10_diffs(rows: list[dict], momentum: float = 0.9, rounds: int = 100, metric: str = "best_global_acc") -> dict:
+    """{(server lr, client lr): {seed: GMA − AVG}} of the grid's cells where no run diverged."""
+    runs: dict = {}
+    for r in rows:
+        if momentum_of(r) == momentum and r.get("rounds") == rounds and r["metric"] == metric:
+            runs.setdefault((r["server_lr"], r["lr"]), {}).setdefault(r["seed"], {})[r["aggregation"]] = r["value"]
+    return {k: {s: v["GMA"] - v["AVG"] for s, v in seeds.items()}
+            for k, seeds in runs.items()
+            if all(v.get("AVG") is not None and v.get("GMA") is not None for v in seeds.values())}
+
+
+def value_small_steps(rows: list[dict]) -> str:
+    """Where client × server rate is 1e-4 to 1e-3: the range of the cells' mean deficit and the seed runs behind."""
+    cells = {k: d for k, d in table10_diffs(rows).items() if 1e-4 - 1e-12 <= k[0] * k[1] <= 1e-3 + 1e-12}
+    means = [sum(d.values()) / len(d) for d in cells.values()]
+    seeds = [x for d in cells.values() for x in d.values()]
+    return (f"by {-max(means):.1f}-{-min(means):.1f} points, in {sum(x < 0 for x in seeds)} of {len(seeds)} seed runs"
+            if means and max(means) < 0 else "GMA is not behind in every such cell: see the table")
+
+
+def value_seeds(rows: list[dict]) -> str:
+    """How many seeds the grid's cells that learn have, as "3-4" (or "4")."""
+    n = sorted({len(d) for d in table10_diffs(rows).values()})
+    return "0" if not n else f"{n[0]}" if n[0] == n[-1] else f"{n[0]}-{n[-1]}"
+
+
+def value_diff(rows: list[dict], server_lr: str, lr: str, momentum: str = "0.9", metric: str = "best") -> str:
+    """One cell's GMA − AVG, mean over its seeds, and how many: "+0.15, 4 seeds"."""
+    d = table10_diffs(rows, float(momentum), metric=f"{metric}_global_acc").get((float(server_lr), float(lr)))
+    if not d:
+        raise SystemExit(f"--value diff {server_lr} {lr}: no such cell without a diverged run in table10")
+    return f"{signed(sum(d.values()) / len(d))}, {len(d)} seed{'s' * (len(d) > 1)}"
+
+
+VALUES = {"small-steps": ("table10", value_small_steps), "seeds": ("table10", value_seeds),
+          "diff": ("table10", value_diff), "diff-momentum0": ("table10_momentum0", value_diff)}
+
+
 def of_rounds(rows: list[dict], meta: dict, rounds: int) -> tuple[list[dict], dict] | None:
     """A table's runs of ``rounds`` rounds, with its commands narrowed to those whose settings ran that many
     (a command that recorded no round count stays); None if no row has that count."""
@@ -622,8 +666,21 @@ def main() -> None:
                     help="print only this table, without its heading (what scripts/readme_results.py fills in)")
     ap.add_argument("--rounds", type=int, help="only the runs of this many rounds, and only the commands that "
                     "made them (Table 10 holds a CPU's 15-round grid beside the paper's 100)")
+    ap.add_argument("--value", nargs="+", metavar=("NAME", "ARG"),
+                    help=f"print one value for the README's prose instead of a table: {', '.join(VALUES)} "
+                         "(diff SERVER_LR LR [MOMENTUM [best|last10]])")
     a = ap.parse_args()
     folder = Path(a.folder)
+    if a.value:
+        name, *args = a.value
+        if name not in VALUES:
+            raise SystemExit(f"--value: {name!r} is not one of {', '.join(VALUES)}")
+        table, fn = VALUES[name]
+        got = results.read_table(folder, table)
+        if got is None:
+            raise SystemExit(f"--value {name}: no {folder}/{table}.csv yet")
+        print(fn(got[0], *args))
+        return
     chosen = [s for s in SECTIONS if a.section in (None, s[0])]
     got = {name: results.read_table(folder, name) for _, name, _, _ in chosen}
     if a.rounds is not None:

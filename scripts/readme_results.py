@@ -7,7 +7,11 @@ A generated block is everything between a line ``<!-- results: python scripts/NA
 ``<!-- /results -->``. Its body is exactly what that table script prints (from results/<paper>/), so a table
 in the README can only say what the committed CSVs say: merge new rows, run this, and the README follows.
 The test suite runs ``--check``, so a merge that forgets the README fails CI instead of leaving stale numbers.
-Prose around a block is written by hand and is not checked; keep hand-quoted numbers few.
+
+A number in the prose can be generated too: ``<!-- value: python scripts/NAME.py ARGS -->TEXT<!-- /value -->``
+inside a line (a comment is invisible once rendered) has TEXT replaced by the one line the command prints, e.g.
+``python scripts/gma_table.py --value diff 2 0.01``. Prose numbers without such a marker are written by hand and
+are not checked; keep them few.
 
 Each script runs once per distinct command, in this process (one torch import in all).
 """
@@ -26,6 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 BEGIN = re.compile(r"^<!-- results: (?P<cmd>.+?) -->$")
 END = "<!-- /results -->"
+VALUE = re.compile(r"<!-- value: (?P<cmd>.+?) -->(?P<text>.*?)<!-- /value -->")
 
 
 class BlockError(ValueError):
@@ -79,19 +84,38 @@ def run_script(cmd: str, root: Path = ROOT) -> str:
     return out.getvalue().strip("\n")
 
 
+def fill_values(line: str, number: int, cache: dict, changed: list, root: Path) -> str:
+    """``line`` with the text of each inline value marker replaced by what its command prints (one line)."""
+    if "<!-- value:" in line and line.count("<!-- value:") != line.count("<!-- /value -->"):
+        raise BlockError(f"line {number}: each '<!-- value: ... -->' needs its '<!-- /value -->' on the same line")
+
+    def one(m: re.Match) -> str:
+        cmd = m["cmd"]
+        if cmd not in cache:
+            cache[cmd] = run_script(cmd, root).split("\n")
+        if len(cache[cmd]) != 1:
+            raise BlockError(f"line {number}: value marker command {cmd!r} printed {len(cache[cmd])} lines; a value "
+                             "is one line (use a results block for a table)")
+        if m["text"] != cache[cmd][0]:
+            changed.append(cmd)
+        return f"<!-- value: {cmd} -->{cache[cmd][0]}<!-- /value -->"
+    return VALUE.sub(one, line)
+
+
 def render(text: str, root: Path = ROOT) -> tuple[str, list[str]]:
-    """The text with every generated block refilled, and the commands whose blocks changed."""
+    """The text with every generated block and inline value refilled, and the commands whose output changed."""
     lines = text.split("\n")
     cache: dict[str, list[str]] = {}
     out, last, changed = [], 0, []
+    prose = lambda a, b: [fill_values(lines[i], i + 1, cache, changed, root) for i in range(a, b)]
     for begin, end, cmd in blocks(lines):
         if cmd not in cache:
             cache[cmd] = run_script(cmd, root).split("\n")
-        out += lines[last:begin + 1] + cache[cmd]
+        out += prose(last, begin) + [lines[begin]] + cache[cmd]
         if lines[begin + 1:end] != cache[cmd]:
             changed.append(cmd)
         last = end
-    out += lines[last:]
+    out += prose(last, len(lines))
     return "\n".join(out), changed
 
 
@@ -107,19 +131,19 @@ def main(argv: list[str] | None = None) -> int:
     except BlockError as e:
         print(f"{path}: {e}", file=sys.stderr)
         return 2
-    n = len(blocks(text.split("\n")))
+    n = len(blocks(text.split("\n"))) + len(VALUE.findall(text))
     if not changed:
-        print(f"{path}: all {n} generated blocks match results/")
+        print(f"{path}: all {n} generated blocks and values match results/")
         return 0
     if a.check:
         sys.stdout.writelines(difflib.unified_diff(text.splitlines(True), new.splitlines(True), str(path),
                                                    f"{path} (from results/)"))
-        print(f"\n{path}: {len(changed)} of {n} generated blocks are stale ({'; '.join(changed)}); "
+        print(f"\n{path}: {len(changed)} of {n} generated blocks and values are stale ({'; '.join(changed)}); "
               f"run python scripts/readme_results.py", file=sys.stderr)
         return 1
     from fltutor.checkpoint import atomic_write_text
     atomic_write_text(path, new)
-    print(f"{path}: refilled {len(changed)} of {n} generated blocks ({'; '.join(changed)})")
+    print(f"{path}: refilled {len(changed)} of {n} generated blocks and values ({'; '.join(changed)})")
     return 0
 
 

@@ -68,6 +68,28 @@ def test_bad_markers_name_the_line_or_command(tree, text, words):
         rr.render(text, tree)
 
 
+def test_an_inline_value_is_refilled_in_its_line_and_the_prose_around_it_kept(tree):
+    (tree / "scripts" / "echo_value.py").write_text("import sys\nprint(' '.join(sys.argv[1:]))\n")
+    line = "GMA trails by <!-- value: python scripts/echo_value.py 4.0 -->9.9<!-- /value --> points, in " \
+           "<!-- value: python scripts/echo_value.py 14 of 15 -->3 of 4<!-- /value --> seeds."
+    new, changed = rr.render(doc("x") + line + "\n", tree)
+    assert new.endswith("GMA trails by <!-- value: python scripts/echo_value.py 4.0 -->4.0<!-- /value --> points, in "
+                        "<!-- value: python scripts/echo_value.py 14 of 15 -->14 of 15<!-- /value --> seeds.\n")
+    assert changed == ["python scripts/echo_table.py 1 2", "python scripts/echo_value.py 4.0",
+                       "python scripts/echo_value.py 14 of 15"]
+    assert rr.render(new, tree) == (new, [])
+
+
+@pytest.mark.parametrize("line, words", [
+    ("a <!-- value: python scripts/echo_table.py --> b", "needs its '<!-- /value -->' on the same line"),
+    ("a <!-- value: python scripts/echo_table.py -->x<!-- /value -->", "printed 3 lines; a value is one line"),
+    ("a <!-- value: python scripts/missing_table.py -->x<!-- /value -->", "does not exist"),
+])
+def test_bad_value_markers_name_the_line(tree, line, words):
+    with pytest.raises(rr.BlockError, match=re.escape(words)):
+        rr.render("prose\n" + line + "\n", tree)
+
+
 def test_check_reports_a_stale_block_and_writes_nothing(tmp_path, capsys):
     """Against a real table script: --check exits 1 with a diff and leaves the file; a plain run refills it."""
     readme = tmp_path / "README.md"
@@ -76,12 +98,12 @@ def test_check_reports_a_stale_block_and_writes_nothing(tmp_path, capsys):
     before = readme.read_text()
     assert rr.main(["--file", str(readme), "--check"]) == 1
     out, err = capsys.readouterr()
-    assert "-| stale | numbers |" in out and "1 of 1 generated blocks are stale" in err
+    assert "-| stale | numbers |" in out and "1 of 1 generated blocks and values are stale" in err
     assert readme.read_text() == before
     assert rr.main(["--file", str(readme)]) == 0
     assert "| stale" not in readme.read_text()
     assert rr.main(["--file", str(readme), "--check"]) == 0
-    assert "all 1 generated blocks match" in capsys.readouterr().out
+    assert "all 1 generated blocks and values match" in capsys.readouterr().out
 
 
 def test_a_broken_marker_exits_2(tmp_path, capsys):
@@ -186,3 +208,32 @@ def test_the_rate_probe_grid_by_hand(tmp_path, monkeypatch, capsys):
     assert "| client momentum | inputs | batch | rate 0.01 | rate 0.1 |" in out
     assert "| 0.9 (the paper's) | unit | 32 | 61.00 / 52.00 | diverged, round 3 |" in out     # (60+62)/2, (50+54)/2
     assert "| 0 | unit | 32 | — | 70.00 / 69.00 |" in out
+
+
+def test_gma_values_for_the_prose_match_a_hand_count(tmp_path, monkeypatch, capsys):
+    """--value small-steps / seeds / diff on a toy Table 10: the cells where client x server rate is 1e-4 to 1e-3,
+    counted by hand, and a cell with a diverged run left out."""
+    rows = []
+    def add(g, l, seed, avg, gma, momentum=0.9):
+        for agg, v in (("AVG", avg), ("GMA", gma)):
+            rows.append({"dataset": "fashionmnist", "skew": "label", "clients": 10, "algorithm": "fedavg",
+                         "aggregation": agg, "server_lr": g, "lr": l, "tau": 0.4, "momentum": momentum, "seed": seed,
+                         "rounds": 100, "metric": "best_global_acc", "value": v})
+    add(0.1, 0.01, 0, 70.0, 64.0)      # product 0.001: -6
+    add(0.1, 0.01, 1, 72.0, 70.0)      # -2     -> cell mean -4
+    add(1.0, 0.001, 0, 75.0, 76.0)     # product 0.001: +1
+    add(1.0, 0.001, 1, 75.0, 70.0)     # -5     -> cell mean -2
+    add(1.0, 0.001, 2, 75.0, 73.0)     # -2
+    add(2.0, 0.01, 0, 80.0, 81.5)      # product 0.02: outside
+    add(2.0, 0.01, 1, 80.0, 80.0)
+    add(1.0, 0.1, 0, None, None)       # diverged: no cell
+    add(0.01, 0.01, 0, 30.0, 20.0, momentum=0.0)   # another grid: not counted
+    results.write_table(tmp_path, "table10", rows, results.provenance(command="toy", scale="full scale"))
+    assert gma_table(monkeypatch, capsys, tmp_path, "--value", "small-steps") == "by 2.0-4.0 points, in 4 of 5 seed runs\n"
+    assert gma_table(monkeypatch, capsys, tmp_path, "--value", "seeds") == "2-3\n"
+    assert gma_table(monkeypatch, capsys, tmp_path, "--value", "diff", "2", "0.01") == "+0.75, 2 seeds\n"
+    assert gma_table(monkeypatch, capsys, tmp_path, "--value", "diff", "0.1", "0.01") == "\u22124.00, 2 seeds\n"
+    with pytest.raises(SystemExit, match="no such cell"):
+        gma_table(monkeypatch, capsys, tmp_path, "--value", "diff", "1", "0.1")
+    with pytest.raises(SystemExit, match="is not one of"):
+        gma_table(monkeypatch, capsys, tmp_path, "--value", "nonsense")
