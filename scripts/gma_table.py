@@ -645,8 +645,22 @@ def value_diff(rows: list[dict], server_lr: str, lr: str, momentum: str = "0.9",
     return f"{signed(sum(d.values()) / len(d))}, {len(d)} seed{'s' * (len(d) > 1)}"
 
 
+def value_ablation(rows: list[dict], varied: str, value: str) -> str:
+    """One Tables 8/9/6 row's GMA − AVG of the last-10 mean, seed by seed: "−3.34 ± 0.78, 2 seeds"."""
+    if varied not in ("clients", "local_epochs", "momentum"):
+        raise SystemExit(f"--value ablation: varied {varied!r} is not one of clients, local_epochs, momentum")
+    by = ["varied", "value_varied", "lr", "server_lr", "rounds"]
+    lead = last10_and_best([r for r in rows if r["varied"] == varied and r["value_varied"] == float(value)], by)[2]
+    if len(lead) != 1 or next(iter(lead.values()))["mean"] is None:
+        raise SystemExit(f"--value ablation {varied} {value}: {len(lead)} such rows with every run finished in "
+                         "ablations_full (need exactly 1)")
+    d = next(iter(lead.values()))
+    return signed(d["mean"]) + ("" if d["sd"] is None else f" ± {d['sd']:.2f}") + f", {d['n']} seed{'s' * (d['n'] > 1)}"
+
+
 VALUES = {"small-steps": ("table10", value_small_steps), "seeds": ("table10", value_seeds),
-          "diff": ("table10", value_diff), "diff-momentum0": ("table10_momentum0", value_diff)}
+          "diff": ("table10", value_diff), "diff-momentum0": ("table10_momentum0", value_diff),
+          "ablation": ("ablations_full", value_ablation)}
 
 
 def of_rounds(rows: list[dict], meta: dict, rounds: int) -> tuple[list[dict], dict] | None:
@@ -668,7 +682,7 @@ def main() -> None:
                     "made them (Table 10 holds a CPU's 15-round grid beside the paper's 100)")
     ap.add_argument("--value", nargs="+", metavar=("NAME", "ARG"),
                     help=f"print one value for the README's prose instead of a table: {', '.join(VALUES)} "
-                         "(diff SERVER_LR LR [MOMENTUM [best|last10]])")
+                         "(diff SERVER_LR LR [MOMENTUM [best|last10]]; ablation VARIED VALUE)")
     a = ap.parse_args()
     folder = Path(a.folder)
     if a.value:

@@ -237,3 +237,19 @@ def test_gma_values_for_the_prose_match_a_hand_count(tmp_path, monkeypatch, caps
         gma_table(monkeypatch, capsys, tmp_path, "--value", "diff", "1", "0.1")
     with pytest.raises(SystemExit, match="is not one of"):
         gma_table(monkeypatch, capsys, tmp_path, "--value", "nonsense")
+
+
+def test_the_ablation_value_is_the_seed_by_seed_lead_of_the_last_10_mean(tmp_path, monkeypatch, capsys):
+    rows = [{"dataset": "fashionmnist", "skew": "label", "varied": "momentum", "value_varied": 0.0, "clients": 10,
+             "local_epochs": 1, "momentum": 0.0, "lr": 0.01, "server_lr": 1.0, "tau": 0.4, "rounds": 100, "seed": seed,
+             "aggregation": agg, "metric": metric, "value": v}
+            for seed, (avg, gma) in enumerate([(81.0, 77.0), (77.0, 75.0)])
+            for agg, v0 in (("AVG", avg), ("GMA", gma))
+            for metric, v in (("last10_global_acc", v0), ("best_global_acc", v0 + 1))]
+    results.write_table(tmp_path, "ablations_full", rows, results.provenance(command="toy", scale="full scale"))
+    # by hand: leads -4 and -2, mean -3, sample sd sqrt(2) = 1.41
+    assert gma_table(monkeypatch, capsys, tmp_path, "--value", "ablation", "momentum", "0") == "\u22123.00 ± 1.41, 2 seeds\n"
+    with pytest.raises(SystemExit, match="need exactly 1"):
+        gma_table(monkeypatch, capsys, tmp_path, "--value", "ablation", "clients", "10")
+    with pytest.raises(SystemExit, match="is not one of clients"):
+        gma_table(monkeypatch, capsys, tmp_path, "--value", "ablation", "tau", "0.4")
