@@ -658,9 +658,33 @@ def value_ablation(rows: list[dict], varied: str, value: str) -> str:
     return signed(d["mean"]) + ("" if d["sd"] is None else f" ± {d['sd']:.2f}") + f", {d['n']} seed{'s' * (d['n'] > 1)}"
 
 
+def value_ablation_range(rows: list[dict], varied: str) -> str:
+    """A Tables 8/9/6 sweep's GMA − AVG (last-10 mean, seed by seed) from its lowest to its highest value, and the
+    seeds each value has: "−2.35 to +0.09; seeds 0-1 at N = 10, seed 0 at N = 50, 100 and 250"."""
+    if varied not in ("clients", "local_epochs", "momentum"):
+        raise SystemExit(f"--value ablation-range: varied {varied!r} is not one of clients, local_epochs, momentum")
+    mine = [r for r in rows if r["varied"] == varied]
+    lead = last10_and_best(mine, ["varied", "value_varied", "lr", "server_lr", "rounds"])[2]
+    means = [d["mean"] for d in lead.values() if d["mean"] is not None]
+    if not means:
+        raise SystemExit(f"--value ablation-range {varied}: no finished rows in ablations_full")
+    seeds: dict = {}
+    for r in mine:
+        seeds.setdefault(r["value_varied"], set()).add(r["seed"])
+    by_set: dict = {}
+    for v in sorted(seeds):
+        by_set.setdefault(tuple(sorted(seeds[v])), []).append(f"{v:g}")
+    name = {"clients": "N", "local_epochs": "E", "momentum": "momentum"}[varied]
+    runs = lambda ss: (f"seed {ss[0]}" if len(ss) == 1 else f"seeds {ss[0]}-{ss[-1]}" if list(ss) == list(
+        range(ss[0], ss[-1] + 1)) else "seeds " + ", ".join(map(str, ss)))
+    words = lambda vs: vs[0] if len(vs) == 1 else ", ".join(vs[:-1]) + " and " + vs[-1]
+    where = "; ".join(f"{runs(ss)} at {name} = {words(vs)}" for ss, vs in by_set.items())
+    return f"{signed(min(means))} to {signed(max(means))}; {where}"
+
+
 VALUES = {"small-steps": ("table10", value_small_steps), "seeds": ("table10", value_seeds),
           "diff": ("table10", value_diff), "diff-momentum0": ("table10_momentum0", value_diff),
-          "ablation": ("ablations_full", value_ablation)}
+          "ablation": ("ablations_full", value_ablation), "ablation-range": ("ablations_full", value_ablation_range)}
 
 
 def of_rounds(rows: list[dict], meta: dict, rounds: int) -> tuple[list[dict], dict] | None:
@@ -682,7 +706,7 @@ def main() -> None:
                     "made them (Table 10 holds a CPU's 15-round grid beside the paper's 100)")
     ap.add_argument("--value", nargs="+", metavar=("NAME", "ARG"),
                     help=f"print one value for the README's prose instead of a table: {', '.join(VALUES)} "
-                         "(diff SERVER_LR LR [MOMENTUM [best|last10]]; ablation VARIED VALUE)")
+                         "(diff SERVER_LR LR [MOMENTUM [best|last10]]; ablation VARIED VALUE; ablation-range VARIED)")
     a = ap.parse_args()
     folder = Path(a.folder)
     if a.value:

@@ -253,3 +253,15 @@ def test_the_ablation_value_is_the_seed_by_seed_lead_of_the_last_10_mean(tmp_pat
         gma_table(monkeypatch, capsys, tmp_path, "--value", "ablation", "clients", "10")
     with pytest.raises(SystemExit, match="is not one of clients"):
         gma_table(monkeypatch, capsys, tmp_path, "--value", "ablation", "tau", "0.4")
+
+
+def test_the_ablation_range_names_the_seeds_behind_each_value(tmp_path, monkeypatch, capsys):
+    def rows_for(n, seed, avg, gma):
+        return [{"dataset": "fashionmnist", "skew": "label", "varied": "clients", "value_varied": float(n), "clients": n,
+                 "local_epochs": 1, "momentum": 0.9, "lr": 0.01, "server_lr": 1.0, "tau": 0.4, "rounds": 100, "seed": seed,
+                 "aggregation": agg, "metric": "last10_global_acc", "value": v} for agg, v in (("AVG", avg), ("GMA", gma))]
+    rows = rows_for(10, 0, 80.0, 79.0) + rows_for(10, 1, 80.0, 82.0) + rows_for(50, 0, 70.0, 68.0) + rows_for(100, 0, 60.0, 60.5)
+    results.write_table(tmp_path, "ablations_full", rows, results.provenance(command="toy", scale="full scale"))
+    # by hand: N = 10 leads -1 and +2 (mean +0.5), N = 50 -2, N = 100 +0.5
+    assert gma_table(monkeypatch, capsys, tmp_path, "--value", "ablation-range", "clients") == (
+        "\u22122.00 to +0.50; seeds 0-1 at N = 10; seed 0 at N = 50 and 100\n")
