@@ -645,6 +645,32 @@ def value_diff(rows: list[dict], server_lr: str, lr: str, momentum: str = "0.9",
     return f"{signed(sum(d.values()) / len(d))}, {len(d)} seed{'s' * (len(d) > 1)}"
 
 
+def value_grid_range(rows: list[dict], momentum: str = "0") -> str:
+    """GMA − AVG (best accuracy) over a 100-round grid's cells without a diverged run: "−2.50 to +1.28, 6 cells,
+    4 seeds each"."""
+    cells = table10_diffs(rows, float(momentum))
+    if not cells:
+        raise SystemExit(f"--value grid-range {momentum}: no cell without a diverged run at client momentum {momentum}")
+    means = [sum(d.values()) / len(d) for d in cells.values()]
+    n = sorted({len(d) for d in cells.values()})
+    seeds = f"{n[0]}" if n[0] == n[-1] else f"{n[0]}-{n[-1]}"
+    return f"{signed(min(means))} to {signed(max(means))}, {len(cells)} cells, {seeds} seeds each"
+
+
+def value_avg_gap(rows: list[dict], momentum: str = "0") -> str:
+    """How far our AVG (mean best accuracy) ends under the paper's AVG, over those cells: "2.4-5.6"."""
+    runs: dict = {}
+    for r in rows:
+        if momentum_of(r) == float(momentum) and r.get("rounds") == 100 and r["metric"] == "best_global_acc" \
+                and r["aggregation"] == "AVG":
+            runs.setdefault((r["server_lr"], r["lr"]), []).append(r["value"])
+    gaps = [GMA_TABLE10["mean"][g][GMA_TABLE10_CLIENT_LRS.index(l)] - sum(v) / len(v)
+            for (g, l), v in runs.items() if None not in v and g in GMA_TABLE10["mean"] and l in GMA_TABLE10_CLIENT_LRS]
+    if not gaps:
+        raise SystemExit(f"--value avg-gap {momentum}: no AVG cell without a diverged run at client momentum {momentum}")
+    return f"{min(gaps):.1f}-{max(gaps):.1f}"
+
+
 def value_ablation(rows: list[dict], varied: str, value: str) -> str:
     """One Tables 8/9/6 row's GMA − AVG of the last-10 mean, seed by seed: "−3.34 ± 0.78, 2 seeds"."""
     if varied not in ("clients", "local_epochs", "momentum"):
@@ -684,6 +710,8 @@ def value_ablation_range(rows: list[dict], varied: str) -> str:
 
 VALUES = {"small-steps": ("table10", value_small_steps), "seeds": ("table10", value_seeds),
           "diff": ("table10", value_diff), "diff-momentum0": ("table10_momentum0", value_diff),
+          "grid-range-momentum0": ("table10_momentum0", value_grid_range),
+          "avg-gap-momentum0": ("table10_momentum0", value_avg_gap),
           "ablation": ("ablations_full", value_ablation), "ablation-range": ("ablations_full", value_ablation_range)}
 
 

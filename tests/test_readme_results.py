@@ -233,6 +233,13 @@ def test_gma_values_for_the_prose_match_a_hand_count(tmp_path, monkeypatch, caps
     assert gma_table(monkeypatch, capsys, tmp_path, "--value", "seeds") == "2-3\n"
     assert gma_table(monkeypatch, capsys, tmp_path, "--value", "diff", "2", "0.01") == "+0.75, 2 seeds\n"
     assert gma_table(monkeypatch, capsys, tmp_path, "--value", "diff", "0.1", "0.01") == "\u22124.00, 2 seeds\n"
+    # the momentum-0 grid: one cell, 30 / 20 -> -10; the paper's AVG at server 0.01 / client 0.01 is 56.06
+    results.write_table(tmp_path, "table10_momentum0", [r for r in rows if r["momentum"] == 0.0],
+                        results.provenance(command="toy0", scale="full scale"))
+    assert gma_table(monkeypatch, capsys, tmp_path, "--value", "diff-momentum0", "0.01", "0.01", "0") == "\u221210.00, 1 seed\n"
+    assert gma_table(monkeypatch, capsys, tmp_path, "--value", "grid-range-momentum0") == (
+        "\u221210.00 to \u221210.00, 1 cells, 1 seeds each\n")
+    assert gma_table(monkeypatch, capsys, tmp_path, "--value", "avg-gap-momentum0") == "26.1-26.1\n"
     with pytest.raises(SystemExit, match="no such cell"):
         gma_table(monkeypatch, capsys, tmp_path, "--value", "diff", "1", "0.1")
     with pytest.raises(SystemExit, match="is not one of"):
