@@ -533,7 +533,8 @@ def readme_hint() -> None:
         print(f"README: could not check its generated tables ({err})", flush=True)
         return
     if changed:
-        print(f"README: {len(changed)} generated table(s) now lag results/ ({'; '.join(changed)}); refill them with "
+        print(f"README: {len(changed)} generated table(s) or value(s) now lag results/ "
+              f"({'; '.join(dict.fromkeys(changed))}); refill them with "
               "python scripts/readme_results.py", flush=True)
     if (ROOT / "scripts" / "readme_figures.py").is_file():
         try:

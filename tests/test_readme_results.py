@@ -186,7 +186,7 @@ def test_a_merge_into_this_checkout_says_which_readme_tables_now_lag(tmp_path, m
     (tmp_path / "README.md").write_text(doc("| stale |", "python scripts/privacy_table.py mnist"))
     monkeypatch.setattr(cli, "ROOT", tmp_path)
     cli.readme_hint()
-    assert ("README: 1 generated table(s) now lag results/ (python scripts/privacy_table.py mnist); refill them with "
+    assert ("README: 1 generated table(s) or value(s) now lag results/ (python scripts/privacy_table.py mnist); refill them with "
             "python scripts/readme_results.py") in capsys.readouterr().out
     (tmp_path / "README.md").write_text(rr.render(doc("x", "python scripts/privacy_table.py mnist"))[0])
     cli.readme_hint()
