@@ -138,12 +138,13 @@ def main(argv: list[str] | None = None) -> int:
     if a.check:
         sys.stdout.writelines(difflib.unified_diff(text.splitlines(True), new.splitlines(True), str(path),
                                                    f"{path} (from results/)"))
-        print(f"\n{path}: {len(changed)} of {n} generated blocks and values are stale ({'; '.join(dict.fromkeys(changed))}); "
-              f"run python scripts/readme_results.py", file=sys.stderr)
+        print(f"\n{path}: {len(changed)} of {n} generated blocks and values are stale "
+              f"({'; '.join(dict.fromkeys(changed))}); run python scripts/readme_results.py", file=sys.stderr)
         return 1
     from fltutor.checkpoint import atomic_write_text
     atomic_write_text(path, new)
-    print(f"{path}: refilled {len(changed)} of {n} generated blocks and values ({'; '.join(dict.fromkeys(changed))})")
+    print(f"{path}: refilled {len(changed)} of {n} generated blocks and values "
+          f"({'; '.join(dict.fromkeys(changed))})")
     return 0
 
 
