@@ -645,10 +645,10 @@ def value_diff(rows: list[dict], server_lr: str, lr: str, momentum: str = "0.9",
     return f"{signed(sum(d.values()) / len(d))}, {len(d)} seed{'s' * (len(d) > 1)}"
 
 
-def value_grid_range(rows: list[dict], momentum: str = "0") -> str:
-    """GMA − AVG (best accuracy) over a 100-round grid's cells without a diverged run: "−2.50 to +1.28, 6 cells,
-    4 seeds each"."""
-    cells = table10_diffs(rows, float(momentum))
+def value_grid_range(rows: list[dict], momentum: str = "0", min_server_lr: str = "0") -> str:
+    """GMA − AVG (best accuracy) over a 100-round grid's cells without a diverged run, at server rates from
+    ``min_server_lr`` up: "−2.50 to +1.28, 6 cells, 4 seeds each"."""
+    cells = {k: d for k, d in table10_diffs(rows, float(momentum)).items() if k[0] >= float(min_server_lr)}
     if not cells:
         raise SystemExit(f"--value grid-range {momentum}: no cell without a diverged run at client momentum {momentum}")
     means = [sum(d.values()) / len(d) for d in cells.values()]
@@ -657,12 +657,12 @@ def value_grid_range(rows: list[dict], momentum: str = "0") -> str:
     return f"{signed(min(means))} to {signed(max(means))}, {len(cells)} cells, {seeds} seeds each"
 
 
-def value_avg_gap(rows: list[dict], momentum: str = "0") -> str:
+def value_avg_gap(rows: list[dict], momentum: str = "0", min_server_lr: str = "0") -> str:
     """How far our AVG (mean best accuracy) ends under the paper's AVG, over those cells: "2.4-5.6"."""
     runs: dict = {}
     for r in rows:
         if momentum_of(r) == float(momentum) and r.get("rounds") == 100 and r["metric"] == "best_global_acc" \
-                and r["aggregation"] == "AVG":
+                and r["aggregation"] == "AVG" and r["server_lr"] >= float(min_server_lr):
             runs.setdefault((r["server_lr"], r["lr"]), []).append(r["value"])
     gaps = [GMA_TABLE10["mean"][g][GMA_TABLE10_CLIENT_LRS.index(l)] - sum(v) / len(v)
             for (g, l), v in runs.items() if None not in v and g in GMA_TABLE10["mean"] and l in GMA_TABLE10_CLIENT_LRS]
@@ -734,7 +734,8 @@ def main() -> None:
                     "made them (Table 10 holds a CPU's 15-round grid beside the paper's 100)")
     ap.add_argument("--value", nargs="+", metavar=("NAME", "ARG"),
                     help=f"print one value for the README's prose instead of a table: {', '.join(VALUES)} "
-                         "(diff SERVER_LR LR [MOMENTUM [best|last10]]; ablation VARIED VALUE; ablation-range VARIED)")
+                         "(diff SERVER_LR LR [MOMENTUM [best|last10]]; grid-range-momentum0 / avg-gap-momentum0 "
+                         "[MOMENTUM [MIN_SERVER_LR]]; ablation VARIED VALUE; ablation-range VARIED)")
     a = ap.parse_args()
     folder = Path(a.folder)
     if a.value:

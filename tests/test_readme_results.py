@@ -240,6 +240,10 @@ def test_gma_values_for_the_prose_match_a_hand_count(tmp_path, monkeypatch, caps
     assert gma_table(monkeypatch, capsys, tmp_path, "--value", "grid-range-momentum0") == (
         "\u221210.00 to \u221210.00, 1 cells, 1 seeds each\n")
     assert gma_table(monkeypatch, capsys, tmp_path, "--value", "avg-gap-momentum0") == "26.1-26.1\n"
+    with pytest.raises(SystemExit, match="no AVG cell"):   # the one cell is at server rate 0.01
+        gma_table(monkeypatch, capsys, tmp_path, "--value", "avg-gap-momentum0", "0", "1")
+    with pytest.raises(SystemExit, match="no cell without a diverged run"):
+        gma_table(monkeypatch, capsys, tmp_path, "--value", "grid-range-momentum0", "0", "1")
     with pytest.raises(SystemExit, match="no such cell"):
         gma_table(monkeypatch, capsys, tmp_path, "--value", "diff", "1", "0.1")
     with pytest.raises(SystemExit, match="is not one of"):
