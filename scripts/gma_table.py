@@ -743,10 +743,19 @@ def main() -> None:
         if name not in VALUES:
             raise SystemExit(f"--value: {name!r} is not one of {', '.join(VALUES)}")
         table, fn = VALUES[name]
+        import inspect
+        params = list(inspect.signature(fn).parameters.values())[1:]
+        needed = [q for q in params if q.default is inspect.Parameter.empty]
+        if not len(needed) <= len(args) <= len(params):
+            usage = " ".join([q.name.upper() for q in needed] + [f"[{q.name.upper()}]" for q in params[len(needed):]])
+            raise SystemExit(f"--value {name}: takes {usage or 'no arguments'}; got {args or 'none'}")
         got = results.read_table(folder, table)
         if got is None:
             raise SystemExit(f"--value {name}: no {folder}/{table}.csv yet")
-        print(fn(got[0], *args))
+        try:
+            print(fn(got[0], *args))
+        except ValueError as err:   # a rate or value that is not a number
+            raise SystemExit(f"--value {name} {' '.join(args)}: {err}") from None
         return
     chosen = [s for s in SECTIONS if a.section in (None, s[0])]
     got = {name: results.read_table(folder, name) for _, name, _, _ in chosen}

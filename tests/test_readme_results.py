@@ -248,6 +248,10 @@ def test_gma_values_for_the_prose_match_a_hand_count(tmp_path, monkeypatch, caps
         gma_table(monkeypatch, capsys, tmp_path, "--value", "diff", "1", "0.1")
     with pytest.raises(SystemExit, match="is not one of"):
         gma_table(monkeypatch, capsys, tmp_path, "--value", "nonsense")
+    with pytest.raises(SystemExit, match=re.escape("--value diff: takes SERVER_LR LR [MOMENTUM] [METRIC]; got ['2']")):
+        gma_table(monkeypatch, capsys, tmp_path, "--value", "diff", "2")
+    with pytest.raises(SystemExit, match="could not convert string to float: 'two'"):
+        gma_table(monkeypatch, capsys, tmp_path, "--value", "diff", "two", "0.01")
 
 
 def test_the_ablation_value_is_the_seed_by_seed_lead_of_the_last_10_mean(tmp_path, monkeypatch, capsys):
