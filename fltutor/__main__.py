@@ -544,7 +544,8 @@ def readme_hint() -> None:
             print(f"README: could not check its figures ({err})", flush=True)
             return
         if lag:
-            print(f"README: {len(lag)} figure(s) now lag results/ or the drawing code ({', '.join(x.split(':')[0] for x in lag)}); "
+            names = ", ".join(x.split(":")[0] for x in lag)
+            print(f"README: {len(lag)} figure(s) now lag results/ or the drawing code ({names}); "
                   "redraw them with python scripts/readme_figures.py", flush=True)
 
 
