@@ -54,6 +54,8 @@ run() {
     cd "$here" || exit 1
     export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} MPLBACKEND=Agg FLTUTOR_DATA=${FLTUTOR_DATA:-$here/.gpudata}
     mkdir -p "$OUT" /tmp/res /tmp/logs
+    # a second call on a still-warm box finds the first call's wheels installed: use them, don't reinstall
+    [ -d /tmp/site/papermill ] && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
     if ls .whl/*.whl > /dev/null 2>&1 && ! python3 -c "import papermill, ipykernel" 2> /dev/null; then
         python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 9
         export PYTHONPATH=/tmp/site:$here${PYTHONPATH:+:$PYTHONPATH}
