@@ -528,6 +528,18 @@ def fig3d_stats(rows: list[dict]) -> tuple[dict, dict, dict]:
     return last10_and_best(paired, ["value_varied", "lr", "server_lr", "rounds"])
 
 
+def fig3d_vs_tau0(rows: list[dict]) -> dict:
+    """GMA at each τ minus GMA at τ = 0 of the same seed (last-10 mean), as paired_difference gives it, keyed
+    (tau, lr, server_lr, rounds). At τ = 0 the mask is all ones, so that run is AVG's in exact arithmetic, and it ran
+    on the same device as the seed's other τ: a comparison that a seed sweep split across devices cannot blur."""
+    gma = [r for r in rows if r["varied"] == "tau" and r["aggregation"] == "GMA"]
+    taus = sorted({r["value_varied"] for r in gma})
+    paired = [{**r, "ref": "tau"} for r in gma]
+    paired += [{**r, "value_varied": t, "ref": "zero"} for r in gma if r["value_varied"] == 0 for t in taus]
+    return results.paired_difference(paired, ["value_varied", "lr", "server_lr", "rounds"], "ref", "tau", "zero",
+                                     "last10_global_acc")
+
+
 def print_fig3d(rows: list[dict], meta: dict) -> None:
     """Fig. 3d on FMNIST (scripts/gma_ablations.py --tables tau): GMA's last-10 mean (and best) at each threshold
     tau over the seeds, beside the one AVG run of the same seed, and GMA − AVG seed by seed. At tau = 0 every
@@ -537,22 +549,51 @@ def print_fig3d(rows: list[dict], meta: dict) -> None:
         print("no Fig. 3d rows in this table yet: python scripts/gma_ablations.py --tables tau writes them")
         return
     print(*results.provenance_comments(tau_parts(meta, True)), sep="\n")
+    zero = fig3d_vs_tau0(rows)
     print("| τ | client / server lr | seeds | GMA last 10 | AVG last 10 | GMA − AVG, seed by seed | beyond spread? | "
-          "GMA best | AVG best |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "GMA − GMA at τ = 0, seed by seed | GMA best | AVG best |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for key in sorted(k[:-1] for k in last if k[-1] == "GMA"):   # every tau GMA ran at, with AVG's run or "—"
         d = lead.get(key, {"mean": None, "missing": 0, "n": 0})
         seeds = max(d["n"] + d["missing"], cell(last, (*key, "GMA"))[2])
         print(f"| {key[0]:g} | {key[1]:g} / {key[2]:g} | {seeds} | "
               f"{show(*cell(last, (*key, 'GMA')))} | {show(*cell(last, (*key, 'AVG')))} | "
-              f"{' | '.join(lead_cells(d))} | {show(*cell(best, (*key, 'GMA')))} | "
+              f"{' | '.join(lead_cells(d))} | {lead_cells(zero.get(key, {'mean': None, 'missing': 0}))[0]} | "
+              f"{show(*cell(best, (*key, 'GMA')))} | "
               f"{show(*cell(best, (*key, 'AVG')))} |")
-    top = {k: v["mean"] for k, v in last.items() if k[-1] == "GMA" and v["mean"] is not None}
-    if top:
-        k = max(top, key=top.get)
-        print(f"\nGMA's best τ here by the last-10 mean, of the {len(top)} run: {k[0]:g} ({top[k]:.2f}; at client / server "
-              f"lr {k[1]:g} / {k[2]:g}). The paper (label-skewed CIFAR-10, a plot without numbers) finds 0.4 best, lower τ "
-              "underfitting and higher τ overfitting.")
+    best_tau = fig3d_best(rows)
+    if best_tau:
+        tau, mean, seeds, partial = best_tau
+        note = (f" over the seeds that every τ has run ({', '.join(map(str, seeds))}; {len(partial)} of the τ "
+                "have run more seeds, left out here)") if partial else f" over seeds {', '.join(map(str, seeds))}"
+        print(f"\nGMA's best τ here by the last-10 mean{note}: {tau[0]:g} ({mean:.2f}; at client / server lr "
+              f"{tau[1]:g} / {tau[2]:g}). The paper (label-skewed CIFAR-10, a plot without numbers) finds 0.4 best, "
+              "lower τ underfitting and higher τ overfitting.")
+
+
+def fig3d_best(rows: list[dict]) -> tuple | None:
+    """The τ with the highest mean GMA last-10 accuracy, as (key, mean, seeds, taus with more seeds), compared on
+    the seeds that every τ of its (lr, server lr, rounds) ran: a τ that has run on fewer seeds (a sweep half done)
+    must not win or lose by its seeds alone. A diverged run counts as that seed's loss (its value is None: the τ
+    is left out). None when no τ has a value."""
+    per = {}   # (tau, lr, server_lr, rounds) -> {seed: last-10}
+    for r in rows:
+        if r["varied"] == "tau" and r["aggregation"] == "GMA" and r["metric"] == "last10_global_acc":
+            per.setdefault((r["value_varied"], r["lr"], r["server_lr"], r["rounds"]), {})[r["seed"]] = r["value"]
+    best = None
+    for setting in {k[1:] for k in per}:
+        keys = [k for k in per if k[1:] == setting]
+        common = sorted(set.intersection(*(set(per[k]) for k in keys)))
+        if not common:
+            continue
+        for k in keys:
+            vals = [per[k][s] for s in common]
+            if any(v is None for v in vals):
+                continue
+            mean = sum(vals) / len(vals)
+            if best is None or mean > best[1]:
+                best = (k, mean, common, sorted(t[0] for t in keys if len(per[t]) > len(common)))
+    return best
 
 
 def print_fig4(rows: list[dict], meta: dict) -> None:
@@ -645,10 +686,12 @@ def value_diff(rows: list[dict], server_lr: str, lr: str, momentum: str = "0.9",
     return f"{signed(sum(d.values()) / len(d))}, {len(d)} seed{'s' * (len(d) > 1)}"
 
 
-def value_grid_range(rows: list[dict], momentum: str = "0", min_server_lr: str = "0") -> str:
+def value_grid_range(rows: list[dict], momentum: str = "0", min_server_lr: str = "0",
+                     max_server_lr: str = "inf") -> str:
     """GMA − AVG (best accuracy) over a 100-round grid's cells without a diverged run, at server rates from
-    ``min_server_lr`` up: "−2.50 to +1.28, 6 cells, 4 seeds each"."""
-    cells = {k: d for k, d in table10_diffs(rows, float(momentum)).items() if k[0] >= float(min_server_lr)}
+    ``min_server_lr`` to ``max_server_lr``: "−2.50 to +1.28, 6 cells, 4 seeds each"."""
+    cells = {k: d for k, d in table10_diffs(rows, float(momentum)).items()
+             if float(min_server_lr) <= k[0] <= float(max_server_lr)}
     if not cells:
         raise SystemExit(f"--value grid-range {momentum}: no cell without a diverged run at client momentum {momentum}")
     means = [sum(d.values()) / len(d) for d in cells.values()]
@@ -657,18 +700,30 @@ def value_grid_range(rows: list[dict], momentum: str = "0", min_server_lr: str =
     return f"{signed(min(means))} to {signed(max(means))}, {len(cells)} cells, {seeds} seeds each"
 
 
-def value_avg_gap(rows: list[dict], momentum: str = "0", min_server_lr: str = "0") -> str:
+def value_avg_gap(rows: list[dict], momentum: str = "0", min_server_lr: str = "0", max_server_lr: str = "inf") -> str:
     """How far our AVG (mean best accuracy) ends under the paper's AVG, over those cells: "2.4-5.6"."""
     runs: dict = {}
     for r in rows:
         if momentum_of(r) == float(momentum) and r.get("rounds") == 100 and r["metric"] == "best_global_acc" \
-                and r["aggregation"] == "AVG" and r["server_lr"] >= float(min_server_lr):
+                and r["aggregation"] == "AVG" and float(min_server_lr) <= r["server_lr"] <= float(max_server_lr):
             runs.setdefault((r["server_lr"], r["lr"]), []).append(r["value"])
     gaps = [GMA_TABLE10["mean"][g][GMA_TABLE10_CLIENT_LRS.index(l)] - sum(v) / len(v)
             for (g, l), v in runs.items() if None not in v and g in GMA_TABLE10["mean"] and l in GMA_TABLE10_CLIENT_LRS]
     if not gaps:
         raise SystemExit(f"--value avg-gap {momentum}: no AVG cell without a diverged run at client momentum {momentum}")
     return f"{min(gaps):.1f}-{max(gaps):.1f}"
+
+
+def value_fig3d_lead(rows: list[dict], tau: str) -> str:
+    """Fig. 3d: GMA at ``tau`` minus GMA at τ = 0 (plain averaging, the same seed on the same device), seed by
+    seed, over the seeds that ran both: "+2.15 ± 3.01, 4 seeds"."""
+    lead = {k: d for k, d in fig3d_vs_tau0(rows).items() if k[0] == float(tau) and d["n"]}
+    if len(lead) != 1:
+        raise SystemExit(f"--value fig3d-lead {tau}: {len(lead)} tau sweeps with GMA at τ = {tau} and τ = 0 on a "
+                         "common seed in ablations_full (need exactly 1)")
+    d = next(iter(lead.values()))
+    sd = "" if d["sd"] is None else f" ± {d['sd']:.2f}"
+    return f"{signed(d['mean'])}{sd}, {d['n']} seed{'s' * (d['n'] > 1)}"
 
 
 def value_ablation(rows: list[dict], varied: str, value: str) -> str:
@@ -712,7 +767,7 @@ VALUES = {"small-steps": ("table10", value_small_steps), "seeds": ("table10", va
           "diff": ("table10", value_diff), "diff-momentum0": ("table10_momentum0", value_diff),
           "grid-range-momentum0": ("table10_momentum0", value_grid_range),
           "avg-gap-momentum0": ("table10_momentum0", value_avg_gap),
-          "ablation": ("ablations_full", value_ablation), "ablation-range": ("ablations_full", value_ablation_range)}
+          "fig3d-lead": ("ablations_full", value_fig3d_lead), "ablation": ("ablations_full", value_ablation), "ablation-range": ("ablations_full", value_ablation_range)}
 
 
 def of_rounds(rows: list[dict], meta: dict, rounds: int) -> tuple[list[dict], dict] | None:
@@ -735,7 +790,7 @@ def main() -> None:
     ap.add_argument("--value", nargs="+", metavar=("NAME", "ARG"),
                     help=f"print one value for the README's prose instead of a table: {', '.join(VALUES)} "
                          "(diff SERVER_LR LR [MOMENTUM [best|last10]]; grid-range-momentum0 / avg-gap-momentum0 "
-                         "[MOMENTUM [MIN_SERVER_LR]]; ablation VARIED VALUE; ablation-range VARIED)")
+                         "[MOMENTUM [MIN_SERVER_LR [MAX_SERVER_LR]]]; ablation VARIED VALUE; ablation-range VARIED; fig3d-lead TAU)")
     a = ap.parse_args()
     folder = Path(a.folder)
     if a.value:

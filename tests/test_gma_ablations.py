@@ -131,12 +131,47 @@ def test_gma_table_prints_fig3d_against_the_one_avg_run_by_hand(tmp_path, capsys
     assert "<!-- abl --tables tau |" in fig3d and "--tables clients" not in fig3d
     assert "<!-- abl --tables clients |" in out[:out.index("Fig. 3d")] and "--tables tau" not in out[:out.index("Fig. 3d")]
     # by hand: AVG 81 ± 1.41 at every tau; tau 0 equals it (lead +0 ± 0); tau 0.4 83 ± 2.83, leads +1, +3
-    assert "| 0 | 0.01 / 1 | 2 | 81.00 ± 1.41 | 81.00 ± 1.41 | +0.00 ± 0.00 | no | 85.00 ± 1.41 | 85.00 ± 1.41 |" in out
-    assert "| 0.4 | 0.01 / 1 | 2 | 83.00 ± 2.83 | 81.00 ± 1.41 | +2.00 ± 1.41 | yes | 87.00 ± 2.83 | 85.00 ± 1.41 |" in out
-    assert "best τ here by the last-10 mean, of the 2 run: 0.4 (83.00" in out
+    # GMA at τ 0.4 against GMA at τ 0 of the same seed: 81 − 80, 85 − 82 -> +2 ± 1.41
+    assert ("| 0 | 0.01 / 1 | 2 | 81.00 ± 1.41 | 81.00 ± 1.41 | +0.00 ± 0.00 | no | +0.00 ± 0.00 | 85.00 ± 1.41 | "
+            "85.00 ± 1.41 |") in out
+    assert ("| 0.4 | 0.01 / 1 | 2 | 83.00 ± 2.83 | 81.00 ± 1.41 | +2.00 ± 1.41 | yes | +2.00 ± 1.41 | 87.00 ± 2.83 | "
+            "85.00 ± 1.41 |") in out
+    assert "best τ here by the last-10 mean over seeds 0, 1: 0.4 (83.00" in out
     assert "| Table 8 | clients | 10 | 0.01 / 1 | 2 | 81.00 ± 1.41 | 83.00 ± 2.83 |" in out and "| — | tau |" not in out
     # before AVG's run has landed (it comes last) GMA's points print alone
     results.write_table(tmp_path, "ablations_full", [r for r in rows if r["aggregation"] == "GMA"],
                         results.provenance(command="abl", scale="full data"))
     run_script(monkeypatch, "gma_table", tmp_path)
-    assert "| 0.4 | 0.01 / 1 | 2 | 83.00 ± 2.83 | — | — | — | 87.00 ± 2.83 | — |" in capsys.readouterr().out
+    assert "| 0.4 | 0.01 / 1 | 2 | 83.00 ± 2.83 | — | — | — | +2.00 ± 1.41 | 87.00 ± 2.83 | — |" in capsys.readouterr().out
+
+
+def test_fig3d_best_tau_compares_the_taus_on_the_seeds_they_share():
+    """A τ half-way through its seeds must not win or lose by which seeds it has: the best τ is taken over the
+    seeds every τ has run. By hand: τ 0.2 ran seed 0 only (82); over both seeds τ 0.4 leads (83 against 81), but
+    on seed 0, the one all three share, τ 0 has 80, τ 0.4 has 81 and τ 0.2 has 82."""
+    gt = results.load_script("gma_table")
+    def row(tau, seed, value):
+        return {"varied": "tau", "value_varied": tau, "lr": 0.01, "server_lr": 1.0, "rounds": 100, "seed": seed,
+                "aggregation": "GMA", "metric": "last10_global_acc", "value": value}
+    rows = [row(0.0, 0, 80.0), row(0.0, 1, 82.0), row(0.4, 0, 81.0), row(0.4, 1, 85.0), row(0.2, 0, 82.0)]
+    key, mean, seeds, more = gt.fig3d_best(rows)
+    assert (key[0], mean, seeds, more) == (0.2, 82.0, [0], [0.0, 0.4])
+    assert gt.fig3d_best(rows[:4])[:3] == ((0.4, 0.01, 1.0, 100), 83.0, [0, 1])
+    # a diverged seed (value None) takes its τ out of the running rather than counting as a number
+    assert gt.fig3d_best([*rows[:3], row(0.4, 1, None)])[0][0] == 0.0
+    assert gt.fig3d_best([]) is None
+
+
+def test_fig3d_lead_is_gma_against_tau_0_of_the_same_seed_by_hand():
+    """The lead over τ = 0 pairs each seed with itself (τ = 0 is plain averaging on that seed's device): τ 0.4 has
+    81 − 80 and 85 − 82 (+2 ± 1.41); τ 0.2 ran seed 0 only (82 − 80); a seed without τ = 0 counts for nothing."""
+    gt = results.load_script("gma_table")
+    def row(tau, seed, value):
+        return {"varied": "tau", "value_varied": tau, "lr": 0.01, "server_lr": 1.0, "rounds": 100, "seed": seed,
+                "aggregation": "GMA", "metric": "last10_global_acc", "value": value}
+    rows = [row(0.0, 0, 80.0), row(0.0, 1, 82.0), row(0.4, 0, 81.0), row(0.4, 1, 85.0), row(0.2, 0, 82.0),
+            row(0.2, 5, 99.0)]
+    assert gt.value_fig3d_lead(rows, "0.4") == "+2.00 ± 1.41, 2 seeds"
+    assert gt.value_fig3d_lead(rows, "0.2") == "+2.00, 1 seed"
+    with pytest.raises(SystemExit, match="fig3d-lead 0.7: 0 tau sweeps"):
+        gt.value_fig3d_lead(rows, "0.7")

@@ -240,6 +240,19 @@ def test_gma_values_for_the_prose_match_a_hand_count(tmp_path, monkeypatch, caps
     assert gma_table(monkeypatch, capsys, tmp_path, "--value", "grid-range-momentum0") == (
         "\u221210.00 to \u221210.00, 1 cells, 1 seeds each\n")
     assert gma_table(monkeypatch, capsys, tmp_path, "--value", "avg-gap-momentum0") == "26.1-26.1\n"
+    # a second cell at server rate 1 (80 / 82 -> +2): the server-rate bounds pick the cells by hand
+    add(1.0, 0.01, 0, 80.0, 82.0, momentum=0.0)
+    results.write_table(tmp_path, "table10_momentum0", [r for r in rows if r["momentum"] == 0.0],
+                        results.provenance(command="toy0", scale="full scale"))
+    assert gma_table(monkeypatch, capsys, tmp_path, "--value", "grid-range-momentum0") == (
+        "\u221210.00 to +2.00, 2 cells, 1 seeds each\n")
+    assert gma_table(monkeypatch, capsys, tmp_path, "--value", "grid-range-momentum0", "0", "0", "0.1") == (
+        "\u221210.00 to \u221210.00, 1 cells, 1 seeds each\n")
+    assert gma_table(monkeypatch, capsys, tmp_path, "--value", "grid-range-momentum0", "0", "1", "2") == (
+        "+2.00 to +2.00, 1 cells, 1 seeds each\n")
+    assert gma_table(monkeypatch, capsys, tmp_path, "--value", "avg-gap-momentum0", "0", "0", "0.1") == "26.1-26.1\n"
+    results.write_table(tmp_path, "table10_momentum0", [r for r in rows if r["momentum"] == 0.0 and r["server_lr"] < 1],
+                        results.provenance(command="toy0", scale="full scale"))
     with pytest.raises(SystemExit, match="no AVG cell"):   # the one cell is at server rate 0.01
         gma_table(monkeypatch, capsys, tmp_path, "--value", "avg-gap-momentum0", "0", "1")
     with pytest.raises(SystemExit, match="no cell without a diverged run"):
