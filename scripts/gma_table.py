@@ -555,12 +555,14 @@ def print_fig3d(rows: list[dict], meta: dict) -> None:
     print("|---|---|---|---|---|---|---|---|---|---|")
     for key in sorted(k[:-1] for k in last if k[-1] == "GMA"):   # every tau GMA ran at, with AVG's run or "—"
         d = lead.get(key, {"mean": None, "missing": 0, "n": 0})
-        seeds = max(d["n"] + d["missing"], cell(last, (*key, "GMA"))[2])
-        print(f"| {key[0]:g} | {key[1]:g} / {key[2]:g} | {seeds} | "
-              f"{show(*cell(last, (*key, 'GMA')))} | {show(*cell(last, (*key, 'AVG')))} | "
+        seeds = max(d["n"] + d["missing"], cell(last, (*key, "GMA"))[2], cell(last, (*key, "AVG"))[2])
+
+        def of(stats: dict, agg: str) -> str:   # a mean over fewer seeds than the row's says how many
+            m, sd, n, note = cell(stats, (*key, agg))
+            return show(m, sd, n, note) + (f" ({n} of {seeds} seeds)" if m is not None and n < seeds else "")
+        print(f"| {key[0]:g} | {key[1]:g} / {key[2]:g} | {seeds} | {of(last, 'GMA')} | {of(last, 'AVG')} | "
               f"{' | '.join(lead_cells(d))} | {lead_cells(zero.get(key, {'mean': None, 'missing': 0}))[0]} | "
-              f"{show(*cell(best, (*key, 'GMA')))} | "
-              f"{show(*cell(best, (*key, 'AVG')))} |")
+              f"{of(best, 'GMA')} | {of(best, 'AVG')} |")
     best_tau = fig3d_best(rows)
     if best_tau:
         tau, mean, seeds, partial = best_tau
