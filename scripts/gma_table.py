@@ -769,7 +769,8 @@ VALUES = {"small-steps": ("table10", value_small_steps), "seeds": ("table10", va
           "diff": ("table10", value_diff), "diff-momentum0": ("table10_momentum0", value_diff),
           "grid-range-momentum0": ("table10_momentum0", value_grid_range),
           "avg-gap-momentum0": ("table10_momentum0", value_avg_gap),
-          "fig3d-lead": ("ablations_full", value_fig3d_lead), "ablation": ("ablations_full", value_ablation), "ablation-range": ("ablations_full", value_ablation_range)}
+          "fig3d-lead": ("ablations_full", value_fig3d_lead),
+          "ablation": ("ablations_full", value_ablation), "ablation-range": ("ablations_full", value_ablation_range)}
 
 
 def of_rounds(rows: list[dict], meta: dict, rounds: int) -> tuple[list[dict], dict] | None:
@@ -792,7 +793,8 @@ def main() -> None:
     ap.add_argument("--value", nargs="+", metavar=("NAME", "ARG"),
                     help=f"print one value for the README's prose instead of a table: {', '.join(VALUES)} "
                          "(diff SERVER_LR LR [MOMENTUM [best|last10]]; grid-range-momentum0 / avg-gap-momentum0 "
-                         "[MOMENTUM [MIN_SERVER_LR [MAX_SERVER_LR]]]; ablation VARIED VALUE; ablation-range VARIED; fig3d-lead TAU)")
+                         "[MOMENTUM [MIN_SERVER_LR [MAX_SERVER_LR]]]; ablation VARIED VALUE; ablation-range VARIED; "
+                         "fig3d-lead TAU)")
     a = ap.parse_args()
     folder = Path(a.folder)
     if a.value:

@@ -132,17 +132,18 @@ def test_gma_table_prints_fig3d_against_the_one_avg_run_by_hand(tmp_path, capsys
     assert "<!-- abl --tables clients |" in out[:out.index("Fig. 3d")] and "--tables tau" not in out[:out.index("Fig. 3d")]
     # by hand: AVG 81 ± 1.41 at every tau; tau 0 equals it (lead +0 ± 0); tau 0.4 83 ± 2.83, leads +1, +3
     # GMA at τ 0.4 against GMA at τ 0 of the same seed: 81 − 80, 85 − 82 -> +2 ± 1.41
-    assert ("| 0 | 0.01 / 1 | 2 | 81.00 ± 1.41 | 81.00 ± 1.41 | +0.00 ± 0.00 | no | +0.00 ± 0.00 | 85.00 ± 1.41 | "
-            "85.00 ± 1.41 |") in out
-    assert ("| 0.4 | 0.01 / 1 | 2 | 83.00 ± 2.83 | 81.00 ± 1.41 | +2.00 ± 1.41 | yes | +2.00 ± 1.41 | 87.00 ± 2.83 | "
-            "85.00 ± 1.41 |") in out
+    assert ("| 0 | 0.01 / 1 | 2 | 81.00 ± 1.41 | 81.00 ± 1.41 | +0.00 ± 0.00 | no | +0.00 ± 0.00 | "
+            "85.00 ± 1.41 | 85.00 ± 1.41 |") in out
+    assert ("| 0.4 | 0.01 / 1 | 2 | 83.00 ± 2.83 | 81.00 ± 1.41 | +2.00 ± 1.41 | yes | +2.00 ± 1.41 | "
+            "87.00 ± 2.83 | 85.00 ± 1.41 |") in out
     assert "best τ here by the last-10 mean over seeds 0, 1: 0.4 (83.00" in out
     assert "| Table 8 | clients | 10 | 0.01 / 1 | 2 | 81.00 ± 1.41 | 83.00 ± 2.83 |" in out and "| — | tau |" not in out
     # before AVG's run has landed (it comes last) GMA's points print alone
     results.write_table(tmp_path, "ablations_full", [r for r in rows if r["aggregation"] == "GMA"],
                         results.provenance(command="abl", scale="full data"))
     run_script(monkeypatch, "gma_table", tmp_path)
-    assert "| 0.4 | 0.01 / 1 | 2 | 83.00 ± 2.83 | — | — | — | +2.00 ± 1.41 | 87.00 ± 2.83 | — |" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "| 0.4 | 0.01 / 1 | 2 | 83.00 ± 2.83 | — | — | — | +2.00 ± 1.41 | 87.00 ± 2.83 | — |" in out
     # AVG's run of one seed only (the other's has not landed): its mean says it stands for 1 of the row's 2 seeds
     results.write_table(tmp_path, "ablations_full", [r for r in rows if r["aggregation"] == "GMA" or r["seed"] == 0],
                         results.provenance(command="abl", scale="full data"))
@@ -169,8 +170,9 @@ def test_fig3d_best_tau_compares_the_taus_on_the_seeds_they_share():
 
 
 def test_fig3d_lead_is_gma_against_tau_0_of_the_same_seed_by_hand():
-    """The lead over τ = 0 pairs each seed with itself (τ = 0 is plain averaging on that seed's device): τ 0.4 has
-    81 − 80 and 85 − 82 (+2 ± 1.41); τ 0.2 ran seed 0 only (82 − 80); a seed without τ = 0 counts for nothing."""
+    """The lead over τ = 0 pairs each seed with itself (τ = 0 is plain averaging on that seed's device): τ 0.4
+    has 81 − 80 and 85 − 82 (+2 ± 1.41); τ 0.2 ran seed 0 only (82 − 80); a seed without τ = 0 counts for
+    nothing."""
     gt = results.load_script("gma_table")
     def row(tau, seed, value):
         return {"varied": "tau", "value_varied": tau, "lr": 0.01, "server_lr": 1.0, "rounds": 100, "seed": seed,
