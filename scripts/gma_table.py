@@ -576,8 +576,8 @@ def print_fig3d(rows: list[dict], meta: dict) -> None:
 def fig3d_best(rows: list[dict]) -> tuple | None:
     """The τ with the highest mean GMA last-10 accuracy, as (key, mean, seeds, taus with more seeds), compared on
     the seeds that every τ of its (lr, server lr, rounds) ran: a τ that has run on fewer seeds (a sweep half done)
-    must not win or lose by its seeds alone. A diverged run counts as that seed's loss (its value is None: the τ
-    is left out). None when no τ has a value."""
+    must not win or lose by its seeds alone. A τ with a diverged run on one of those seeds (value None) is left
+    out of the comparison. None when no τ has a value."""
     per = {}   # (tau, lr, server_lr, rounds) -> {seed: last-10}
     for r in rows:
         if r["varied"] == "tau" and r["aggregation"] == "GMA" and r["metric"] == "last10_global_acc":

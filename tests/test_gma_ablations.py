@@ -152,20 +152,24 @@ def test_gma_table_prints_fig3d_against_the_one_avg_run_by_hand(tmp_path, capsys
     assert "| 0.4 | 0.01 / 1 | 2 | 83.00 ± 2.83 | 80.00 (1 of 2 seeds) | — | — | +2.00 ± 1.41 |" in out
 
 
+def tau_row(tau, seed, value):
+    """One GMA last-10 row of a Fig. 3d sweep, for the hand counts below."""
+    return {"varied": "tau", "value_varied": tau, "lr": 0.01, "server_lr": 1.0, "rounds": 100, "seed": seed,
+            "aggregation": "GMA", "metric": "last10_global_acc", "value": value}
+
+
 def test_fig3d_best_tau_compares_the_taus_on_the_seeds_they_share():
     """A τ half-way through its seeds must not win or lose by which seeds it has: the best τ is taken over the
     seeds every τ has run. By hand: τ 0.2 ran seed 0 only (82); over both seeds τ 0.4 leads (83 against 81), but
     on seed 0, the one all three share, τ 0 has 80, τ 0.4 has 81 and τ 0.2 has 82."""
     gt = results.load_script("gma_table")
-    def row(tau, seed, value):
-        return {"varied": "tau", "value_varied": tau, "lr": 0.01, "server_lr": 1.0, "rounds": 100, "seed": seed,
-                "aggregation": "GMA", "metric": "last10_global_acc", "value": value}
-    rows = [row(0.0, 0, 80.0), row(0.0, 1, 82.0), row(0.4, 0, 81.0), row(0.4, 1, 85.0), row(0.2, 0, 82.0)]
+    rows = [tau_row(0.0, 0, 80.0), tau_row(0.0, 1, 82.0), tau_row(0.4, 0, 81.0), tau_row(0.4, 1, 85.0),
+            tau_row(0.2, 0, 82.0)]
     key, mean, seeds, more = gt.fig3d_best(rows)
     assert (key[0], mean, seeds, more) == (0.2, 82.0, [0], [0.0, 0.4])
     assert gt.fig3d_best(rows[:4])[:3] == ((0.4, 0.01, 1.0, 100), 83.0, [0, 1])
     # a diverged seed (value None) takes its τ out of the running rather than counting as a number
-    assert gt.fig3d_best([*rows[:3], row(0.4, 1, None)])[0][0] == 0.0
+    assert gt.fig3d_best([*rows[:3], tau_row(0.4, 1, None)])[0][0] == 0.0
     assert gt.fig3d_best([]) is None
 
 
@@ -174,11 +178,8 @@ def test_fig3d_lead_is_gma_against_tau_0_of_the_same_seed_by_hand():
     has 81 − 80 and 85 − 82 (+2 ± 1.41); τ 0.2 ran seed 0 only (82 − 80); a seed without τ = 0 counts for
     nothing."""
     gt = results.load_script("gma_table")
-    def row(tau, seed, value):
-        return {"varied": "tau", "value_varied": tau, "lr": 0.01, "server_lr": 1.0, "rounds": 100, "seed": seed,
-                "aggregation": "GMA", "metric": "last10_global_acc", "value": value}
-    rows = [row(0.0, 0, 80.0), row(0.0, 1, 82.0), row(0.4, 0, 81.0), row(0.4, 1, 85.0), row(0.2, 0, 82.0),
-            row(0.2, 5, 99.0)]
+    rows = [tau_row(0.0, 0, 80.0), tau_row(0.0, 1, 82.0), tau_row(0.4, 0, 81.0), tau_row(0.4, 1, 85.0),
+            tau_row(0.2, 0, 82.0), tau_row(0.2, 5, 99.0)]
     assert gt.value_fig3d_lead(rows, "0.4") == "+2.00 ± 1.41, 2 seeds"
     assert gt.value_fig3d_lead(rows, "0.2") == "+2.00, 1 seed"
     with pytest.raises(SystemExit, match="fig3d-lead 0.7: 0 tau sweeps"):
