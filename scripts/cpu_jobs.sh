@@ -8,6 +8,8 @@
 #   scripts/cpu_jobs.sh stop TAG              # stop every chain of TAG (a job resumes from its last checkpoint)
 #   scripts/cpu_jobs.sh add TAG JOBS_FILE     # more jobs for TAG: a running stream takes them after its current
 #                                             # ones, an idle stream starts (they run TAG's pinned commit)
+#   scripts/cpu_jobs.sh merge TAG [--dry-run] # the tables of TAG's finished jobs into this checkout's results/
+#                                             # (python -m fltutor merge; its flags pass through)
 #
 # JOBS_FILE has configs/gpu/next_lease.txt's format, one job per line: `STREAM NAME fltutor-run-args`, where the
 # args name `-p results_dir /tmp/res/STREAM/<paper>`. The streams run at once, one CPU thread each (two streams
@@ -29,7 +31,10 @@ set -u
 here=$(cd "$(dirname "$0")/.." && pwd)
 root=${CPU_JOBS_DIR:-$here/runs/bg}   # where each TAG's folder goes
 
-usage() { echo "usage: $0 start TAG [JOBS_FILE] | add TAG JOBS_FILE | status TAG | stop TAG" >&2; exit 2; }
+usage() {
+    echo "usage: $0 start TAG [JOBS_FILE] | add TAG JOBS_FILE | status TAG | stop TAG | merge TAG [MERGE_FLAGS...]" >&2
+    exit 2
+}
 
 check_tag() {
     [[ "$1" =~ ^[A-Za-z0-9._-]+$ ]] || { echo "TAG: '$1' must be letters, digits, '.', '_' or '-'" >&2; exit 2; }
@@ -164,11 +169,33 @@ stop() {
     return 0
 }
 
+merge() {   # the finished jobs' tables into this checkout's results/, one fltutor merge for them all
+    local tag=$1 bg="$root/$1" name d sources=() empty=""
+    shift
+    [ -d "$bg" ] || { echo "TAG: no $bg" >&2; exit 2; }
+    [ -s "$bg/done" ] || { echo "$tag has no finished job yet (status TAG says how far each one is)" >&2; exit 2; }
+    while IFS= read -r name; do
+        [ -n "$name" ] || continue
+        local found=0
+        for d in "$bg/res/$name"/*/; do   # one folder per paper (gma, waffle_ibp, ...)
+            [ -d "$d" ] && [ -n "$(ls "$d"/*.csv 2> /dev/null)" ] || continue
+            sources+=("${d%/}"); found=1
+        done
+        [ $found -eq 1 ] || empty="$empty $name"
+    done < <(awk '!seen[$0]++' "$bg/done")
+    [ -z "$empty" ] || echo "finished without a table under $bg/res/NAME/<paper>/:$empty (nothing of theirs to merge)"
+    [ ${#sources[@]} -gt 0 ] || { echo "no tables to merge from $tag" >&2; exit 2; }
+    if [ -n "${DRY:-}" ]; then echo "python -m fltutor merge ${sources[*]} $*"; return 0; fi
+    (cd "$here" && python -m fltutor merge "${sources[@]}" "$@") || exit $?
+    [[ " $* " == *" --dry-run "* ]] || echo "now: python scripts/readme_results.py && python scripts/readme_figures.py"
+}
+
 case "${1:-}" in
     start) [ $# -eq 2 ] || [ $# -eq 3 ] || usage; check_tag "$2"; start "$2" "${3:-}" ;;
     status) [ $# -eq 2 ] || usage; check_tag "$2"; status "$2" ;;
     stop) [ $# -eq 2 ] || usage; check_tag "$2"; stop "$2" ;;
     add) [ $# -eq 3 ] || usage; check_tag "$2"; add "$2" "$3" ;;
+    merge) [ $# -ge 2 ] || usage; check_tag "$2"; merge "${@:2}" ;;
     _chain) chain "$2" "$3" ;;
     *) usage ;;
 esac

@@ -1,9 +1,12 @@
 """scripts/cpu_jobs.sh: which commands a jobs file becomes (DRY=1), and its errors on bad input."""
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+
+from fltutor import results
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "cpu_jobs.sh"
@@ -107,6 +110,8 @@ def test_add_appends_new_jobs_in_place_and_starts_the_idle_streams(tmp_path):
     (["launch", "t3"], "usage:"),
     (["add", "never-started", "/dev/null"], "never started): use start"),
     (["add", "t3"], "usage:"),
+    (["merge", "never-started"], "TAG: no "),
+    (["merge"], "usage:"),
 ])
 def test_bad_input_is_named(tmp_path, args, message):
     proc = _run(tmp_path, *args)
@@ -117,3 +122,42 @@ def test_a_jobs_file_without_jobs_is_refused(tmp_path):
     (tmp_path / "jobs.txt").write_text("# only comments\n\n")
     proc = _run(tmp_path, "start", "t4", str(tmp_path / "jobs.txt"))
     assert proc.returncode == 2 and "has no job lines" in proc.stderr
+
+
+def _finished(tmp_path, tag, done, tables):
+    """A TAG folder whose jobs `done` finished; tables: {(job, paper): rows} written as each job's results."""
+    bg = tmp_path / "bg" / tag
+    bg.mkdir(parents=True)
+    (bg / "done").write_text("".join(f"{n}\n" for n in done))
+    for (job, paper), rows in tables.items():
+        results.write_table(bg / "res" / job / paper, "t", rows, results.provenance(command=job, scale="full scale"))
+    return bg
+
+
+def test_merge_takes_every_finished_job_with_tables_in_the_order_they_finished(tmp_path):
+    rows = [{"seed": 0, "metric": "m", "value": 1.0}]
+    bg = _finished(tmp_path, "t7", ["c", "a", "b", "a"], {("a", "gma"): rows, ("c", "waffle_weighted"): rows,
+                                                        ("c", "gma"): rows})
+    proc = _run(tmp_path, "merge", "t7", "--dry-run")
+    assert proc.returncode == 0, proc.stderr
+    assert f"python -m fltutor merge {bg}/res/c/gma {bg}/res/c/waffle_weighted {bg}/res/a/gma --dry-run" in proc.stdout
+    assert "/: b (nothing of theirs to merge)" in proc.stdout   # b finished without a table: named, left out
+
+
+def test_merge_brings_the_rows_home(tmp_path):
+    bg = _finished(tmp_path, "t8", ["a", "b"], {("a", "gma"): [{"seed": 0, "metric": "m", "value": 1.0}],
+                                                ("b", "gma"): [{"seed": 1, "metric": "m", "value": 2.0}]})
+    env = {"DRY": "", "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    proc = _run(tmp_path, "merge", "t8", "--into", str(tmp_path / "results"), **env)
+    assert proc.returncode == 0, proc.stderr
+    rows, meta = results.read_table(tmp_path / "results" / "gma", "t")
+    assert sorted((r["seed"], r["value"]) for r in rows) == [(0, 1.0), (1, 2.0)]
+    assert [p["command"] for p in meta["parts"]] == ["a", "b"]
+    assert "readme_results.py" in proc.stdout
+    assert (bg / "done").read_text() == "a\nb\n"   # nothing of the TAG is changed
+
+
+def test_merge_without_a_finished_job_says_so(tmp_path):
+    (tmp_path / "bg" / "t9").mkdir(parents=True)
+    proc = _run(tmp_path, "merge", "t9")
+    assert proc.returncode == 2 and "has no finished job yet" in proc.stderr
