@@ -485,11 +485,39 @@ PAPER_ABLATIONS = {"clients": ("Table 8", GMA_TABLE8), "epochs": ("Table 9", GMA
                                             0.9: GMA_TABLE6["fashionmnist", "non-iid"][2:]})}
 
 
+# the ablation setting's own value in each table: 10 clients, one local epoch, client momentum 0.9 are one run
+ABLATION_BASE = {"clients": 10, "epochs": 1, "momentum": 0.9}
+
+
+def with_shared_runs(rows: list[dict]) -> list[dict]:
+    """Tables 8, 9 and 6's rows (not tau) with each table's base point filled in from another table where it has
+    none: N = 10, E = 1 and momentum 0.9 are the same runs (gma_ablations.py trains them once), so Table 9 gets its
+    E = 1 point from Table 8's N = 10 runs without a rerun. A copied row says where it came from (``shared_from``,
+    e.g. "clients 10"); the table only shows a copy for a table that has rows of its own."""
+    rows = [r for r in rows if r["varied"] != "tau"]
+    out = list(rows)
+    pairs = {(r["lr"], r["server_lr"], r["rounds"]) for r in rows}
+    for pair in sorted(pairs):
+        mine = [r for r in rows if (r["lr"], r["server_lr"], r["rounds"]) == pair]
+        base = {t: [r for r in mine if r["varied"] == t and r["value_varied"] == v] for t, v in ABLATION_BASE.items()}
+        source = max(base, key=lambda t: len({r["seed"] for r in base[t]}))   # the base runs with the most seeds
+        for table, value in ABLATION_BASE.items():
+            if base[table] or not base[source] or not any(r["varied"] == table for r in mine):
+                continue
+            out += [{**r, "varied": table, "value_varied": value,
+                     "shared_from": f"{source} {ABLATION_BASE[source]:g}"} for r in base[source]]
+    return out
+
+
 def print_ablations_full(rows: list[dict], meta: dict) -> None:
     """Tables 8, 9 and 6 (scripts/gma_ablations.py): per table and value, the last-10 mean (the paper's metric)
-    and the best, AVG and GMA over the seeds, GMA − AVG seed by seed, beside the paper's values."""
+    and the best, AVG and GMA over the seeds, GMA − AVG seed by seed, beside the paper's values. A table's base
+    point that another table's runs supply (with_shared_runs) says so in its value column."""
     by = ["varied", "value_varied", "lr", "server_lr", "rounds"]
-    last, best, lead = last10_and_best([r for r in rows if r["varied"] != "tau"], by)   # tau: print_fig3d
+    rows = with_shared_runs(rows)   # tau: print_fig3d
+    shared = {(r["varied"], r["value_varied"], r["lr"], r["server_lr"], r["rounds"]): r["shared_from"]
+              for r in rows if r.get("shared_from")}
+    last, best, lead = last10_and_best(rows, by)
     print(*results.provenance_comments(tau_parts(meta, False)), sep="\n")
     print("| table | varied | value | client / server lr | seeds | AVG last 10 | GMA last 10 | GMA − AVG, seed by seed | "
           "beyond spread? | AVG best | GMA best | paper AVG / GMA (GMA − AVG) |")
@@ -499,7 +527,8 @@ def print_ablations_full(rows: list[dict], meta: dict) -> None:
         table, paper_values = PAPER_ABLATIONS.get(key[0], ("—", {}))
         p = paper_values.get(key[1])
         paper = "—" if p is None else f"{p[0]} / {p[1]} ({p[1] - p[0]:+.2f})"
-        print(f"| {table} | {key[0]} | {key[1]:g} | {key[2]:g} / {key[3]:g} | {lead[key]['n'] + lead[key]['missing']} | "
+        value = f"{key[1]:g}" + (f" (the {shared[key]} runs)" if key in shared else "")
+        print(f"| {table} | {key[0]} | {value} | {key[2]:g} / {key[3]:g} | {lead[key]['n'] + lead[key]['missing']} | "
               f"{show(*cell(last, (*key, 'AVG')))} | {show(*cell(last, (*key, 'GMA')))} | {' | '.join(lead_cells(lead[key]))} | "
               f"{show(*cell(best, (*key, 'AVG')))} | {show(*cell(best, (*key, 'GMA')))} | {paper} |")
 
@@ -729,11 +758,13 @@ def value_fig3d_lead(rows: list[dict], tau: str) -> str:
 
 
 def value_ablation(rows: list[dict], varied: str, value: str) -> str:
-    """One Tables 8/9/6 row's GMA − AVG of the last-10 mean, seed by seed: "−3.34 ± 0.78, 2 seeds"."""
-    if varied not in ("clients", "local_epochs", "momentum"):
-        raise SystemExit(f"--value ablation: varied {varied!r} is not one of clients, local_epochs, momentum")
+    """One Tables 8/9/6 row's GMA − AVG of the last-10 mean, seed by seed: "−3.34 ± 0.78, 2 seeds" (a base point
+    that another table's runs supply counts, as in print_ablations_full)."""
+    if varied not in ABLATION_BASE:
+        raise SystemExit(f"--value ablation: varied {varied!r} is not one of {', '.join(ABLATION_BASE)}")
     by = ["varied", "value_varied", "lr", "server_lr", "rounds"]
-    lead = last10_and_best([r for r in rows if r["varied"] == varied and r["value_varied"] == float(value)], by)[2]
+    lead = last10_and_best([r for r in with_shared_runs(rows) if r["varied"] == varied
+                            and r["value_varied"] == float(value)], by)[2]
     if len(lead) != 1 or next(iter(lead.values()))["mean"] is None:
         raise SystemExit(f"--value ablation {varied} {value}: {len(lead)} such rows with every run finished in "
                          "ablations_full (need exactly 1)")
@@ -744,9 +775,9 @@ def value_ablation(rows: list[dict], varied: str, value: str) -> str:
 def value_ablation_range(rows: list[dict], varied: str) -> str:
     """A Tables 8/9/6 sweep's GMA − AVG (last-10 mean, seed by seed) from its lowest to its highest value, and the
     seeds each value has: "−2.35 to +0.09; seeds 0-1 at N = 10, seed 0 at N = 50, 100 and 250"."""
-    if varied not in ("clients", "local_epochs", "momentum"):
-        raise SystemExit(f"--value ablation-range: varied {varied!r} is not one of clients, local_epochs, momentum")
-    mine = [r for r in rows if r["varied"] == varied]
+    if varied not in ABLATION_BASE:
+        raise SystemExit(f"--value ablation-range: varied {varied!r} is not one of {', '.join(ABLATION_BASE)}")
+    mine = [r for r in with_shared_runs(rows) if r["varied"] == varied]
     lead = last10_and_best(mine, ["varied", "value_varied", "lr", "server_lr", "rounds"])[2]
     means = [d["mean"] for d in lead.values() if d["mean"] is not None]
     if not means:
@@ -757,7 +788,7 @@ def value_ablation_range(rows: list[dict], varied: str) -> str:
     by_set: dict = {}
     for v in sorted(seeds):
         by_set.setdefault(tuple(sorted(seeds[v])), []).append(f"{v:g}")
-    name = {"clients": "N", "local_epochs": "E", "momentum": "momentum"}[varied]
+    name = {"clients": "N", "epochs": "E", "momentum": "momentum"}[varied]
     runs = lambda ss: (f"seed {ss[0]}" if len(ss) == 1 else f"seeds {ss[0]}-{ss[-1]}" if list(ss) == list(
         range(ss[0], ss[-1] + 1)) else "seeds " + ", ".join(map(str, ss)))
     words = lambda vs: vs[0] if len(vs) == 1 else ", ".join(vs[:-1]) + " and " + vs[-1]

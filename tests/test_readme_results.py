@@ -293,3 +293,26 @@ def test_the_ablation_range_names_the_seeds_behind_each_value(tmp_path, monkeypa
     # by hand: N = 10 leads -1 and +2 (mean +0.5), N = 50 -2, N = 100 +0.5
     assert gma_table(monkeypatch, capsys, tmp_path, "--value", "ablation-range", "clients") == (
         "\u22122.00 to +0.50; seeds 0-1 at N = 10; seed 0 at N = 50 and 100\n")
+
+
+def test_table_9_takes_its_e_1_point_from_table_8s_n_10_runs(tmp_path, monkeypatch, capsys):
+    """N = 10, E = 1 and momentum 0.9 are one run: a Table 9 of its own rows (E = 3) shows E = 1 from Table 8's
+    N = 10 runs, labelled, and --value reads both; a table with no rows of its own gets no copy."""
+    def rows_for(varied, value, seed, avg, gma, epochs=1):
+        return [{"dataset": "fashionmnist", "skew": "label", "varied": varied, "value_varied": float(value),
+                 "clients": 10, "local_epochs": epochs, "momentum": 0.9, "lr": 0.01, "server_lr": 1.0, "tau": 0.4,
+                 "rounds": 100, "seed": seed, "aggregation": agg, "metric": m, "value": v + (m == "best_global_acc")}
+                for agg, v in (("AVG", avg), ("GMA", gma)) for m in ("last10_global_acc", "best_global_acc")]
+    rows = (rows_for("clients", 10, 0, 80.0, 79.0) + rows_for("clients", 10, 1, 80.0, 83.0)
+            + rows_for("epochs", 3, 0, 84.0, 82.5, epochs=3))
+    results.write_table(tmp_path, "ablations_full", rows, results.provenance(command="toy", scale="full scale"))
+    out = gma_table(monkeypatch, capsys, tmp_path, "--section", "ablations")
+    # by hand: N = 10 leads -1 and +3: +1.00 ± 2.83; AVG 80 ± 0, GMA 81 ± 2.83; E = 3 one seed, -1.5
+    assert "| Table 9 | epochs | 1 (the clients 10 runs) | 0.01 / 1 | 2 | 80.00 ± 0.00 | 81.00 ± 2.83 | +1.00 ± 2.83 |" in out
+    assert "| Table 9 | epochs | 3 | 0.01 / 1 | 1 | 84.00 | 82.50 | -1.50 | — | 85.00 | 83.50 |" in out
+    assert "| Table 8 | clients | 10 | 0.01 / 1 | 2 |" in out
+    assert "Table 6" not in out   # no momentum rows of its own: no copied 0.9 row
+    assert gma_table(monkeypatch, capsys, tmp_path, "--value", "ablation", "epochs", "3") == "\u22121.50, 1 seed\n"
+    assert gma_table(monkeypatch, capsys, tmp_path, "--value", "ablation", "epochs", "1") == "+1.00 ± 2.83, 2 seeds\n"
+    assert gma_table(monkeypatch, capsys, tmp_path, "--value", "ablation-range", "epochs") == (
+        "\u22121.50 to +1.00; seeds 0-1 at E = 1; seed 0 at E = 3\n")
