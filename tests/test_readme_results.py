@@ -308,7 +308,8 @@ def test_table_9_takes_its_e_1_point_from_table_8s_n_10_runs(tmp_path, monkeypat
     results.write_table(tmp_path, "ablations_full", rows, results.provenance(command="toy", scale="full scale"))
     out = gma_table(monkeypatch, capsys, tmp_path, "--section", "ablations")
     # by hand: N = 10 leads -1 and +3: +1.00 ± 2.83; AVG 80 ± 0, GMA 81 ± 2.83; E = 3 one seed, -1.5
-    assert "| Table 9 | epochs | 1 (the clients 10 runs) | 0.01 / 1 | 2 | 80.00 ± 0.00 | 81.00 ± 2.83 | +1.00 ± 2.83 |" in out
+    assert ("| Table 9 | epochs | 1 (the clients 10 runs) | 0.01 / 1 | 2 | 80.00 ± 0.00 | 81.00 ± 2.83 | "
+            "+1.00 ± 2.83 |") in out
     assert "| Table 9 | epochs | 3 | 0.01 / 1 | 1 | 84.00 | 82.50 | -1.50 | — | 85.00 | 83.50 |" in out
     assert "| Table 8 | clients | 10 | 0.01 / 1 | 2 |" in out
     assert "Table 6" not in out   # no momentum rows of its own: no copied 0.9 row
