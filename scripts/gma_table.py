@@ -14,6 +14,8 @@ made and at what scale (a table merged from several commands names each); Table 
 server_rate.csv (scripts/gma_server_rate.py) is printed as Tables 2-3 are. table10_curves.csv (every Table 10
 run's test accuracy per round) gives, seed by seed, the best by rounds 15 and 50, the best, the last round's
 accuracy and the first round at 80 % or more: how much of a "best" is an early lead or one peak of a swinging curve.
+--section table10_selected: Table 2's FedAvg row on FMNIST 2-class, 10 clients, which is Table 10's setting, read off
+Table 10's runs with AVG and GMA each at the pair that scores best on the clients' held-out splits (two rules).
 quick_seeds.csv (scripts/gma_quick_seeds.py): notebook 03's quick grid over more seeds, per data source and server rate.
 participation.csv, convex.csv and fig4.csv (scripts/gma_appendix.py): Tables 4-5, App. E and Fig. 4 on all the data.
 ablations_full.csv (scripts/gma_ablations.py): Tables 8, 9 and 6 on all of FMNIST, and Fig. 3d (GMA at each tau beside
@@ -91,6 +93,82 @@ def print_grid(rows: list[dict]) -> None:
         paper = "—" if None in p or j is None else f"{p[0][j]} / {p[1][j]}"
         print(f"| {g:g} | {l:g} | {show(ma, sa, na, da)} | {show(mg, sg, ng, dg)} | {'—' if d is None else f'{d:+.2f}'} | "
               f"{beyond} | {show(*cell(last, ('AVG', g, l)))} | {show(*cell(last, ('GMA', g, l)))} | {paper} |")
+
+
+# Table 2's FMNIST 2-class 10-client FedAvg row is Table 10's setting (FedAvg, 10 clients, every client every round),
+# so each aggregation's grid pick can be read off Table 10's runs without training anything again
+SELECTION_RULES = {"seed0": "the first seed's held-out best (configs/03_paper.yaml's select_lr)",
+                   "mean": "the held-out best, mean over every seed"}
+
+
+def held_out_picks(rows: list[dict], rule: str) -> dict | None:
+    """One grid's (server lr, client lr) picks under ``rule`` ("seed0" or "mean", SELECTION_RULES): AVG's, GMA's
+    and the shared one (AVG's and GMA's scores added), each scored on the clients' held-out splits
+    (best_local_acc), never on the test set. A cell with a scored run missing or diverged cannot be picked; ties go
+    to the smaller rates. Returns {"AVG": pair, "GMA": pair, "shared": pair or None, "seeds": the scored seeds},
+    or None where an aggregation has no cell to pick."""
+    runs: dict = {}
+    for r in rows:
+        runs.setdefault((r["aggregation"], r["server_lr"], r["lr"]), {}).setdefault(r["seed"], {})[r["metric"]] = \
+            r["value"]
+    seeds = sorted({s for per_seed in runs.values() for s in per_seed})
+    scored = seeds[:1] if rule == "seed0" else seeds
+
+    def score(agg: str, pair: tuple) -> float | None:
+        per_seed = runs.get((agg, *pair), {})
+        vals = [per_seed.get(s, {}).get("best_local_acc") for s in scored]
+        if any(v is None or per_seed[s].get("diverged_round") is not None for s, v in zip(scored, vals)):
+            return None
+        return sum(vals) / len(vals)
+    pairs = sorted({k[1:] for k in runs})
+    scores = {(agg, p): score(agg, p) for agg in ("AVG", "GMA") for p in pairs}
+    out: dict = {"seeds": scored}
+    for agg in ("AVG", "GMA"):
+        ok = [p for p in pairs if scores[agg, p] is not None]
+        if not ok:
+            return None
+        out[agg] = max(ok, key=lambda p: scores[agg, p])   # max keeps the first of equals: the smaller rates
+    both = [p for p in pairs if scores["AVG", p] is not None and scores["GMA", p] is not None]
+    out["shared"] = max(both, key=lambda p: scores["AVG", p] + scores["GMA", p]) if both else None
+    return out
+
+
+def selected_rows(rows: list[dict], picks: dict, choice: str) -> list[dict]:
+    """The runs at ``choice``'s picks ("own": AVG at AVG's pair and GMA at GMA's; "shared": both at the shared one)."""
+    want = {agg: picks[agg if choice == "own" else "shared"] for agg in ("AVG", "GMA")}
+    return [r for r in rows if want[r["aggregation"]] == (r["server_lr"], r["lr"])]
+
+
+def print_table10_selected(rows: list[dict], meta: dict) -> None:
+    """Table 2's FedAvg row on FMNIST 2-class, 10 clients, from Table 10's runs: each aggregation at its own grid
+    pick and both at the shared pick, under each selection rule; one table per grid (client momentum, rounds) as
+    print_table10 splits them. Best test accuracy (the paper's Table 2 metric) and last-10 mean at the picks,
+    GMA − AVG seed by seed, beside the paper's Table 2 row. The "mean" rule scores the very runs it then reports
+    (on the held-out splits, not the test set), which flatters AVG and GMA alike; "seed0" is the config's rule."""
+    print(*results.provenance_comments(meta), sep="\n")
+    p = GMA_TABLE[("fashionmnist", "label", 10)]["fedavg"]
+    grids = sorted({(momentum_of(r), r.get("rounds")) for r in rows}, key=lambda g: (-g[0], -(g[1] or 0)))
+    for m, n in grids:
+        grid = [r for r in rows if (momentum_of(r), r.get("rounds")) == (m, n)]
+        if len(grids) > 1:
+            print(f"\nclient momentum {m:g}, {n} rounds ({results.scale_label(meta, grid_rounds=n)})\n")
+        print("| selection on the clients' held-out splits | pair (client / server lr) | seeds | AVG best | GMA best | "
+              "GMA − AVG, seed by seed | beyond spread? | AVG last 10 | GMA last 10 | paper Table 2 AVG / GMA (GMA − AVG) |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
+        for rule, words in SELECTION_RULES.items():
+            picks = held_out_picks(grid, rule)
+            for choice in ("own", "shared"):
+                if picks is None or (choice == "shared" and picks["shared"] is None):
+                    continue
+                mine = selected_rows(grid, picks, choice)
+                best, last = (with_diverged(mine, ["aggregation"], k) for k in ("best_global_acc", "last10_global_acc"))
+                d = results.paired_difference(mine, [], "aggregation", "GMA", "AVG", "best_global_acc").get((), {})
+                gap, beyond = lead_cells(d) if d else ("—", "—")
+                pair = (f"AVG {picks['AVG'][1]:g} / {picks['AVG'][0]:g}, GMA {picks['GMA'][1]:g} / {picks['GMA'][0]:g}"
+                        if choice == "own" else f"{picks['shared'][1]:g} / {picks['shared'][0]:g} (shared)")
+                print(f"| {words} | {pair} | {len({r['seed'] for r in mine})} | {show(*cell(best, ('AVG',)))} | "
+                      f"{show(*cell(best, ('GMA',)))} | {gap} | {beyond} | {show(*cell(last, ('AVG',)))} | "
+                      f"{show(*cell(last, ('GMA',)))} | {p[0]} / {p[1]} ({p[1] - p[0]:+.2f}) |")
 
 
 # how a Tables 2-3 row names its setting: the dataset, then the skew in words, then the clients
@@ -646,6 +724,8 @@ def print_fig4(rows: list[dict], meta: dict) -> None:
 # (key for --section, table, heading, printer), in the order they are printed
 SECTIONS = (
     ("table10", "table10", "Table 10", print_table10),
+    ("table10_selected", "table10", "Table 2's FedAvg row on FMNIST 2-class, 10 clients (Table 10's setting): AVG and "
+     "GMA each at its grid pick from Table 10's runs, chosen on the clients' held-out splits", print_table10_selected),
     ("table10_momentum0", "table10_momentum0", "Table 10's grid at client momentum 0 (the paper's is 0.9): "
      "configs/03_table10_reduced.yaml or configs/03_table10.yaml with -p momentum 0", print_table10),
     ("table10_curves", "table10_curves", "Table 10's runs round by round: where each best comes from (the grid's "
@@ -757,6 +837,27 @@ def value_fig3d_lead(rows: list[dict], tau: str) -> str:
     return f"{signed(d['mean'])}{sd}, {d['n']} seed{'s' * (d['n'] > 1)}"
 
 
+def value_selected(rows: list[dict], rule: str = "seed0", choice: str = "own", rounds: str = "100") -> str:
+    """Table 2's FedAvg FMNIST 10-client row from Table 10's grid at the paper's momentum and ``rounds``: GMA − AVG of
+    the best accuracy seed by seed at ``rule``'s picks (print_table10_selected), and the picks:
+    "−0.58 ± 1.52, 4 seeds (AVG at 0.01 / 1, GMA at 0.01 / 1.5)"."""
+    if rule not in SELECTION_RULES or choice not in ("own", "shared"):
+        raise SystemExit(f"--value selected: RULE is {' or '.join(SELECTION_RULES)} and CHOICE own or shared; "
+                         f"got {rule!r} {choice!r}")
+    grid = [r for r in rows if momentum_of(r) == 0.9 and r.get("rounds") == int(rounds)]
+    picks = held_out_picks(grid, rule)
+    if picks is None or picks[choice if choice == "shared" else "AVG"] is None:
+        raise SystemExit(f"--value selected {rule} {choice} {rounds}: no cell to pick in table10's {rounds}-round grid")
+    d = results.paired_difference(selected_rows(grid, picks, choice), [], "aggregation", "GMA", "AVG",
+                                  "best_global_acc").get((), {})
+    if not d or d["mean"] is None:
+        raise SystemExit(f"--value selected {rule} {choice} {rounds}: no seed with both AVG and GMA at the picks")
+    where = (f"AVG at {picks['AVG'][1]:g} / {picks['AVG'][0]:g}, GMA at {picks['GMA'][1]:g} / {picks['GMA'][0]:g}"
+             if choice == "own" else f"both at {picks['shared'][1]:g} / {picks['shared'][0]:g}")
+    sd = "" if d["sd"] is None else f" ± {d['sd']:.2f}"
+    return f"{signed(d['mean'])}{sd}, {d['n']} seed{'s' * (d['n'] > 1)} ({where})"
+
+
 def value_ablation(rows: list[dict], varied: str, value: str) -> str:
     """One Tables 8/9/6 row's GMA − AVG of the last-10 mean, seed by seed: "−3.34 ± 0.78, 2 seeds" (a base point
     that another table's runs supply counts, as in print_ablations_full)."""
@@ -800,7 +901,7 @@ VALUES = {"small-steps": ("table10", value_small_steps), "seeds": ("table10", va
           "diff": ("table10", value_diff), "diff-momentum0": ("table10_momentum0", value_diff),
           "grid-range-momentum0": ("table10_momentum0", value_grid_range),
           "avg-gap-momentum0": ("table10_momentum0", value_avg_gap),
-          "fig3d-lead": ("ablations_full", value_fig3d_lead),
+          "fig3d-lead": ("ablations_full", value_fig3d_lead), "selected": ("table10", value_selected),
           "ablation": ("ablations_full", value_ablation), "ablation-range": ("ablations_full", value_ablation_range)}
 
 
@@ -825,7 +926,7 @@ def main() -> None:
                     help=f"print one value for the README's prose instead of a table: {', '.join(VALUES)} "
                          "(diff SERVER_LR LR [MOMENTUM [best|last10]]; grid-range-momentum0 / avg-gap-momentum0 "
                          "[MOMENTUM [MIN_SERVER_LR [MAX_SERVER_LR]]]; ablation VARIED VALUE; ablation-range VARIED; "
-                         "fig3d-lead TAU)")
+                         "fig3d-lead TAU; selected [RULE [CHOICE [ROUNDS]]])")
     a = ap.parse_args()
     folder = Path(a.folder)
     if a.value:

@@ -206,6 +206,60 @@ def test_gma_table_script_prints_the_papers_grid_and_a_cpu_grid_apart(tmp_path, 
         < out.index("15 rounds (reduced scale)") < out.index("| 1 | 0.01 | 42.00 ± 2.83 | 42.00 ± 1.41 | +0.00 | no |")
 
 
+def _selection_grid(folder):
+    """A 100-round Table 10 grid, seeds 0-1, whose held-out scores make the two selection rules pick apart. Pairs
+    (server, client): P1 (1, 0.01), P2 (2, 0.01), P3 (1, 0.1), where AVG's seed 0 and both GMA seeds diverge
+    (AVG's seed 1 scores 99 on the held-out splits there, which no rule may pick)."""
+    cells = {  # (aggregation, server lr, client lr): per seed (held-out best, test best, test last 10) or None
+        ("AVG", 1.0, 0.01): [(80.0, 81.0, 79.0), (70.0, 71.0, 69.0)],
+        ("AVG", 2.0, 0.01): [(78.0, 77.0, 76.0), (76.0, 75.0, 74.0)],
+        ("AVG", 1.0, 0.1): [None, (99.0, 99.0, 99.0)],
+        ("GMA", 1.0, 0.01): [(75.0, 76.0, 74.0), (79.0, 80.0, 78.0)],
+        ("GMA", 2.0, 0.01): [(78.0, 78.0, 77.0), (70.0, 69.0, 68.0)],
+        ("GMA", 1.0, 0.1): [None, None]}
+    rows = []
+    for (agg, g, l), per_seed in cells.items():
+        for s, v in enumerate(per_seed):
+            base = {"aggregation": agg, "server_lr": g, "lr": l, "momentum": 0.9, "seed": s, "rounds": 100}
+            vals = dict(zip(("best_local_acc", "best_global_acc", "last10_global_acc"), v or (None,) * 3))
+            rows += [{**base, "metric": k, "value": x} for k, x in
+                     {**vals, "diverged_round": None if v else 1}.items()]
+    results.write_table(folder, "table10", rows, results.provenance(command="test", scale="full scale",
+                                                                     settings={"grid_rounds": 100}))
+
+
+def test_gma_table_picks_each_aggregations_pair_on_held_out_data_by_hand(tmp_path, capsys, monkeypatch):
+    _selection_grid(tmp_path)
+    gt = results.load_script("gma_table")
+    rows = results.read_table(tmp_path, "table10")[0]
+    # first seed: AVG 80 (P1) > 78 (P2); GMA 78 (P2) > 75 (P1); shared P2 156 > P1 155; P3 diverged in seed 0
+    assert gt.held_out_picks(rows, "seed0") == {"seeds": [0], "AVG": (1.0, 0.01), "GMA": (2.0, 0.01),
+                                                "shared": (2.0, 0.01)}
+    # mean over seeds: AVG P2 77 > P1 75 (P3's 99 has a diverged seed); GMA P1 77 > P2 74; shared P1 152 > 151
+    assert gt.held_out_picks(rows, "mean") == {"seeds": [0, 1], "AVG": (2.0, 0.01), "GMA": (1.0, 0.01),
+                                               "shared": (1.0, 0.01)}
+    monkeypatch.setattr("sys.argv", ["gma_table.py", "--folder", str(tmp_path), "--section", "table10_selected"])
+    gt.main()
+    out = capsys.readouterr().out
+    paper = "| 87.43 / 88.37 (+0.94) |"
+    # seed 0's picks: AVG at P1 tests (81, 71), GMA at P2 (78, 69); seed by seed -3, -2: -2.50 ± 0.71, beyond it
+    assert ("| AVG 0.01 / 1, GMA 0.01 / 2 | 2 | 76.00 ± 7.07 | 73.50 ± 6.36 | -2.50 ± 0.71 | yes | 74.00 ± 7.07 | "
+            "72.50 ± 6.36 " + paper) in out
+    # shared P2: AVG (77, 75), GMA (78, 69): +1, -6
+    assert "| 0.01 / 2 (shared) | 2 | 76.00 ± 1.41 | 73.50 ± 6.36 | -2.50 ± 4.95 | no |" in out
+    # mean rule: AVG at P2 (77, 75), GMA at P1 (76, 80): -1, +5; shared P1: AVG (81, 71), GMA (76, 80): -5, +9
+    assert "| AVG 0.01 / 2, GMA 0.01 / 1 | 2 | 76.00 ± 1.41 | 78.00 ± 2.83 | +2.00 ± 4.24 | no |" in out
+    assert "| 0.01 / 1 (shared) | 2 | 76.00 ± 7.07 | 78.00 ± 2.83 | +2.00 ± 9.90 | no |" in out
+    for argv, want in ((["selected"], "−2.50 ± 0.71, 2 seeds (AVG at 0.01 / 1, GMA at 0.01 / 2)"),
+                       (["selected", "mean", "shared"], "+2.00 ± 9.90, 2 seeds (both at 0.01 / 1)")):
+        monkeypatch.setattr("sys.argv", ["gma_table.py", "--folder", str(tmp_path), "--value", *argv])
+        gt.main()
+        assert capsys.readouterr().out.strip() == want
+    monkeypatch.setattr("sys.argv", ["gma_table.py", "--folder", str(tmp_path), "--value", "selected", "best"])
+    with pytest.raises(SystemExit, match="RULE is seed0 or mean and CHOICE own or shared; got 'best'"):
+        gt.main()
+
+
 def test_waffle_ibp_table_script_against_a_table_computed_by_hand(tmp_path, capsys, monkeypatch):
 
     def row(mode, method, seed, metric, value, variant="", minority="0-2-4-6-8"):
