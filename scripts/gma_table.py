@@ -730,6 +730,9 @@ SECTIONS = (
      "configs/03_table10_reduced.yaml or configs/03_table10.yaml with -p momentum 0", print_table10),
     ("table10_curves", "table10_curves", "Table 10's runs round by round: where each best comes from (the grid's "
      "test-accuracy curves, seed by seed)", print_table10_curves),
+    ("table10_momentum0_selected", "table10_momentum0", "Table 2's FedAvg row on FMNIST 2-class, 10 clients, from "
+     "the grid at client momentum 0 (the paper's is 0.9): each aggregation at its held-out pick among the cells run",
+     print_table10_selected),
     ("table10_momentum0_curves", "table10_momentum0_curves", "The client-momentum-0 grid round by round",
      print_table10_curves),
     ("tables2_3", "tables2_3", "Tables 2-3", print_tables2_3),
@@ -837,17 +840,19 @@ def value_fig3d_lead(rows: list[dict], tau: str) -> str:
     return f"{signed(d['mean'])}{sd}, {d['n']} seed{'s' * (d['n'] > 1)}"
 
 
-def value_selected(rows: list[dict], rule: str = "seed0", choice: str = "own", rounds: str = "100") -> str:
-    """Table 2's FedAvg FMNIST 10-client row from Table 10's grid at the paper's momentum and ``rounds``: GMA − AVG of
+def value_selected(rows: list[dict], rule: str = "seed0", choice: str = "own", rounds: str = "100",
+                   momentum: str = "0.9") -> str:
+    """Table 2's FedAvg FMNIST 10-client row from a Table 10 grid at client ``momentum`` and ``rounds``: GMA − AVG of
     the best accuracy seed by seed at ``rule``'s picks (print_table10_selected), and the picks:
     "−0.58 ± 1.52, 4 seeds (AVG at 0.01 / 1, GMA at 0.01 / 1.5)"."""
     if rule not in SELECTION_RULES or choice not in ("own", "shared"):
         raise SystemExit(f"--value selected: RULE is {' or '.join(SELECTION_RULES)} and CHOICE own or shared; "
                          f"got {rule!r} {choice!r}")
-    grid = [r for r in rows if momentum_of(r) == 0.9 and r.get("rounds") == int(rounds)]
+    grid = [r for r in rows if momentum_of(r) == float(momentum) and r.get("rounds") == int(rounds)]
     picks = held_out_picks(grid, rule)
     if picks is None or picks[choice if choice == "shared" else "AVG"] is None:
-        raise SystemExit(f"--value selected {rule} {choice} {rounds}: no cell to pick in table10's {rounds}-round grid")
+        raise SystemExit(f"--value selected {rule} {choice} {rounds}: no cell to pick in the {rounds}-round grid at "
+                         f"client momentum {momentum}")
     d = results.paired_difference(selected_rows(grid, picks, choice), [], "aggregation", "GMA", "AVG",
                                   "best_global_acc").get((), {})
     if not d or d["mean"] is None:
@@ -902,6 +907,7 @@ VALUES = {"small-steps": ("table10", value_small_steps), "seeds": ("table10", va
           "grid-range-momentum0": ("table10_momentum0", value_grid_range),
           "avg-gap-momentum0": ("table10_momentum0", value_avg_gap),
           "fig3d-lead": ("ablations_full", value_fig3d_lead), "selected": ("table10", value_selected),
+          "selected-momentum0": ("table10_momentum0", value_selected),
           "ablation": ("ablations_full", value_ablation), "ablation-range": ("ablations_full", value_ablation_range)}
 
 
@@ -926,7 +932,7 @@ def main() -> None:
                     help=f"print one value for the README's prose instead of a table: {', '.join(VALUES)} "
                          "(diff SERVER_LR LR [MOMENTUM [best|last10]]; grid-range-momentum0 / avg-gap-momentum0 "
                          "[MOMENTUM [MIN_SERVER_LR [MAX_SERVER_LR]]]; ablation VARIED VALUE; ablation-range VARIED; "
-                         "fig3d-lead TAU; selected [RULE [CHOICE [ROUNDS]]])")
+                         "fig3d-lead TAU; selected / selected-momentum0 [RULE [CHOICE [ROUNDS [MOMENTUM]]]])")
     a = ap.parse_args()
     folder = Path(a.folder)
     if a.value:

@@ -206,7 +206,7 @@ def test_gma_table_script_prints_the_papers_grid_and_a_cpu_grid_apart(tmp_path, 
         < out.index("15 rounds (reduced scale)") < out.index("| 1 | 0.01 | 42.00 ± 2.83 | 42.00 ± 1.41 | +0.00 | no |")
 
 
-def _selection_grid(folder):
+def _selection_grid(folder, name="table10", momentum=0.9):
     """A 100-round Table 10 grid, seeds 0-1, whose held-out scores make the two selection rules pick apart. Pairs
     (server, client): P1 (1, 0.01), P2 (2, 0.01), P3 (1, 0.1), where AVG's seed 0 and both GMA seeds diverge
     (AVG's seed 1 scores 99 on the held-out splits there, which no rule may pick)."""
@@ -220,12 +220,12 @@ def _selection_grid(folder):
     rows = []
     for (agg, g, l), per_seed in cells.items():
         for s, v in enumerate(per_seed):
-            base = {"aggregation": agg, "server_lr": g, "lr": l, "momentum": 0.9, "seed": s, "rounds": 100}
+            base = {"aggregation": agg, "server_lr": g, "lr": l, "momentum": momentum, "seed": s, "rounds": 100}
             vals = dict(zip(("best_local_acc", "best_global_acc", "last10_global_acc"), v or (None,) * 3))
             rows += [{**base, "metric": k, "value": x} for k, x in
                      {**vals, "diverged_round": None if v else 1}.items()]
-    results.write_table(folder, "table10", rows, results.provenance(command="test", scale="full scale",
-                                                                     settings={"grid_rounds": 100}))
+    results.write_table(folder, name, rows, results.provenance(command="test", scale="full scale",
+                                                               settings={"grid_rounds": 100}))
 
 
 def test_gma_table_picks_each_aggregations_pair_on_held_out_data_by_hand(tmp_path, capsys, monkeypatch):
@@ -255,6 +255,15 @@ def test_gma_table_picks_each_aggregations_pair_on_held_out_data_by_hand(tmp_pat
         monkeypatch.setattr("sys.argv", ["gma_table.py", "--folder", str(tmp_path), "--value", *argv])
         gt.main()
         assert capsys.readouterr().out.strip() == want
+    # the momentum-0 grid has its own table; its value names the momentum, and the paper's 0.9 is not there
+    _selection_grid(tmp_path, "table10_momentum0", 0.0)
+    monkeypatch.setattr("sys.argv", ["gma_table.py", "--folder", str(tmp_path), "--value", "selected-momentum0", "seed0",
+                                     "own", "100", "0"])
+    gt.main()
+    assert capsys.readouterr().out.strip() == "−2.50 ± 0.71, 2 seeds (AVG at 0.01 / 1, GMA at 0.01 / 2)"
+    monkeypatch.setattr("sys.argv", ["gma_table.py", "--folder", str(tmp_path), "--value", "selected-momentum0"])
+    with pytest.raises(SystemExit, match="no cell to pick in the 100-round grid at client momentum 0.9"):
+        gt.main()
     monkeypatch.setattr("sys.argv", ["gma_table.py", "--folder", str(tmp_path), "--value", "selected", "best"])
     with pytest.raises(SystemExit, match="RULE is seed0 or mean and CHOICE own or shared; got 'best'"):
         gt.main()
