@@ -283,10 +283,11 @@ class Federation:
 
     def _check_sweep(self) -> None:
         first = self.settings[0]
+        server_only = self.methods[0].server_only   # the same method class in every run
         for s in self.settings[1:]:
             for k, v in s.items():
                 v0 = first[k]
-                if v == v0:
+                if v == v0 or k in server_only:
                     continue
                 if v is None or v0 is None:
                     raise ValueError(f"sweep: {k} is None in one run and {v if v0 is None else v0!r} in another; "
@@ -297,7 +298,8 @@ class Federation:
                                          "must share every non-numeric setting; run them separately")
                     continue
                 raise ValueError(f"sweep: {k} differs between runs ({v0!r} vs {v!r}); a sweep's runs may differ "
-                                 f"only in floats and {SWEEPABLE_INTS}. Run separate sweeps for each {k}")
+                                 f"only in floats, {SWEEPABLE_INTS} and the method's server-only settings "
+                                 f"{server_only}. Run separate sweeps for each {k}")
 
     # ---- one round ------------------------------------------------------------------------
     def sample_clients(self, run: int, round_: int) -> np.ndarray:

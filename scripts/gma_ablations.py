@@ -20,7 +20,7 @@ rounds is written too.
 The paper tunes its learning rates and does not print the pair of these tables; its 10-client numbers (88.10 /
 88.38) match its Table 10 cell at client rate 0.1 and server rate 1, which overflows in round 1 here at momentum
 0.9 (README, Table 10). The default pair is the best one that trains at server rate 1 (``--lr 0.01``,
-``--server-lr 1``). The runs of one (value, aggregation) train as one batched sweep over the seeds and are
+``--server-lr 1``). The runs of one value (AVG and GMA, every seed) train as one batched sweep and are
 cached under ``--out-root`` (default runs/gma_ablations): a killed job resumes, a finished one is reloaded, and a
 run shared by two tables (10 clients, one epoch, momentum 0.9) trains once. Rows are merged into
 results/gma/ablations_full.csv (+ .json) after every value, so a long job lands what finished; ``python
@@ -83,13 +83,15 @@ def run_table(a: argparse.Namespace, table: str, command: str) -> None:
         t0 = time.time()
         datas = [gma_data("fashionmnist", "label", s["clients"], seed=seed) for seed in a.seeds]
         rows = []
-        for agg, name in aggs:
-            out = sweep(gma_model("fashionmnist", datas[0]), datas, "fedopt", [{"seed": seed} for seed in a.seeds],
-                        out_root=a.out_root, label=f"fashionmnist-label{s['clients']}", server_opt="sgd",
-                        server_lr=a.server_lr, aggregation=agg, tau=s["tau"], mu=0.0, lr=a.lr, momentum=s["momentum"],
-                        local_epochs=s["local_epochs"], batch_size=32, client_fraction=1.0, rounds=a.rounds,
-                        eval_every=1, progress=not a.no_progress)
-            for seed, r in zip(a.seeds, out):
+        # AVG and GMA differ only in the server's step, so both train as one batched sweep over the seeds
+        out = sweep(gma_model("fashionmnist", datas[0]), datas * len(aggs),
+                    "fedopt", [{"seed": seed, "aggregation": agg} for agg, _ in aggs for seed in a.seeds],
+                    out_root=a.out_root, label=f"fashionmnist-label{s['clients']}", server_opt="sgd",
+                    server_lr=a.server_lr, tau=s["tau"], mu=0.0, lr=a.lr, momentum=s["momentum"],
+                    local_epochs=s["local_epochs"], batch_size=32, client_fraction=1.0, rounds=a.rounds,
+                    eval_every=1, progress=not a.no_progress)
+        for j, (agg, name) in enumerate(aggs):
+            for seed, r in zip(a.seeds, out[j * len(a.seeds):(j + 1) * len(a.seeds)]):
                 ids = {"dataset": "fashionmnist", "skew": "label", "varied": table, "value_varied": value,
                        **{k: v for k, v in s.items() if k != "tau"}, "lr": a.lr, "server_lr": a.server_lr,
                        "tau": s["tau"], "rounds": a.rounds, "seed": seed,

@@ -80,6 +80,9 @@ SWEEPS = {
     "fedavg_seed_lr_mu": ("fedavg", {}, [dict(seed=0, lr=0.02, mu=0.0), dict(seed=1, lr=0.08, mu=0.5),
                                          dict(seed=0, lr=0.05, mu=0.1)]),
     "fedopt_gma_tau": ("fedopt", dict(aggregation="gma"), grid(tau=[0.2, 0.6], seed=[0, 1])),
+    # the aggregation is read only by the server's step, which runs once per run: AVG, GMA and AND share a sweep
+    "fedopt_aggregations": ("fedopt", {}, [dict(aggregation="mean", seed=0), dict(aggregation="gma", seed=0),
+                                           dict(aggregation="and", seed=1, tau=0.6)]),
     "fedadam": ("fedadam", dict(server_lr=0.1), grid(seed=[0, 1], lr=[0.02, 0.05])),
     "fedyogi": ("fedyogi", dict(server_lr=0.1), [dict(seed=2, lr=0.05), dict(seed=0, lr=0.03)]),
     "scaffold": ("scaffold", {}, grid(seed=[0, 1], lr=[0.02, 0.05])),
@@ -339,7 +342,8 @@ def test_unknown_setting_names_it_and_lists_the_allowed_ones(tmp_path, fed, monk
 
 @pytest.mark.parametrize("method,extra,runs,match", [
     ("fedavg", {}, [dict(batch_size=10), dict(batch_size=20)], "batch_size differs between runs"),
-    ("fedopt", {}, [dict(aggregation="mean"), dict(aggregation="gma")], "aggregation differs between runs"),
+    ("fedopt", {}, [dict(server_opt="sgd"), dict(server_opt="adam")],
+     r"server_opt differs between runs .* server-only settings \('aggregation',\)"),
     ("fedadam", {}, [dict(server_opt="adam"), dict(server_opt="yogi")], "server_opt differs"),
     ("waffle_ibp", WAFFLE, [dict(hard_selection=False), dict(hard_selection=True)], "hard_selection differs"),
     ("waffle_ibp", WAFFLE, [dict(selection_lr=None), dict(selection_lr=0.1)], "selection_lr is None in one run"),

@@ -138,6 +138,9 @@ class Method:
 
     # False for a method whose local steps have their own rule (not ``Job.train``): it cannot clip gradients
     clips_gradients = True
+    # non-numeric parameters that only the server's step reads (``aggregate`` runs once per run), so the runs of
+    # one batched sweep may differ in them; every other non-numeric setting must be shared (the clients' step is one)
+    server_only: tuple[str, ...] = ()
 
     def __init__(self, params: Any, config: RunConfig):
         self.params, self.config = params, config

@@ -62,6 +62,7 @@ class FedOpt(FedAvg):
     name = "fedopt"
     server_holds = "the global model and the server optimizer's moments"
     Params = FedOptParams            # FedAvg's clients (with FedProx's mu); only the server differs
+    server_only = ("aggregation",)   # AVG, GMA and AND-mask runs can share one batched sweep
 
     def aggregate(self, global_params, server, message, rnd: Round):
         return server_step(self.params, global_params, server, message, rnd.sizes)[0]
