@@ -153,7 +153,8 @@ def print_table10_selected(rows: list[dict], meta: dict) -> None:
         if len(grids) > 1:
             print(f"\nclient momentum {m:g}, {n} rounds ({results.scale_label(meta, grid_rounds=n)})\n")
         print("| selection on the clients' held-out splits | pair (client / server lr) | seeds | AVG best | GMA best | "
-              "GMA − AVG, seed by seed | beyond spread? | AVG last 10 | GMA last 10 | paper Table 2 AVG / GMA (GMA − AVG) |")
+              "GMA − AVG, seed by seed | beyond spread? | AVG last 10 | GMA last 10 | "
+              "paper Table 2 AVG / GMA (GMA − AVG) |")
         print("|---|---|---|---|---|---|---|---|---|---|")
         for rule, words in SELECTION_RULES.items():
             picks = held_out_picks(grid, rule)

@@ -257,8 +257,8 @@ def test_gma_table_picks_each_aggregations_pair_on_held_out_data_by_hand(tmp_pat
         assert capsys.readouterr().out.strip() == want
     # the momentum-0 grid has its own table; its value names the momentum, and the paper's 0.9 is not there
     _selection_grid(tmp_path, "table10_momentum0", 0.0)
-    monkeypatch.setattr("sys.argv", ["gma_table.py", "--folder", str(tmp_path), "--value", "selected-momentum0", "seed0",
-                                     "own", "100", "0"])
+    monkeypatch.setattr("sys.argv", ["gma_table.py", "--folder", str(tmp_path), "--value", "selected-momentum0",
+                                     "seed0", "own", "100", "0"])
     gt.main()
     assert capsys.readouterr().out.strip() == "−2.50 ± 0.71, 2 seeds (AVG at 0.01 / 1, GMA at 0.01 / 2)"
     monkeypatch.setattr("sys.argv", ["gma_table.py", "--folder", str(tmp_path), "--value", "selected-momentum0"])
