@@ -20,10 +20,10 @@ rounds is written too.
 The paper tunes its learning rates and does not print the pair of these tables; its 10-client numbers (88.10 /
 88.38) match its Table 10 cell at client rate 0.1 and server rate 1, which overflows in round 1 here at momentum
 0.9 (README, Table 10). The default pair is the best one that trains at server rate 1 (``--lr 0.01``,
-``--server-lr 1``). The runs of one value (AVG and GMA, every seed) train as one batched sweep and are
-cached under ``--out-root`` (default runs/gma_ablations): a killed job resumes, a finished one is reloaded, and a
-run shared by two tables (10 clients, one epoch, momentum 0.9) trains once. Rows are merged into
-results/gma/ablations_full.csv (+ .json) after every value, so a long job lands what finished; ``python
+``--server-lr 1``). The runs of one N and E (AVG and GMA, every seed, every tau or momentum) train as one
+batched sweep and are cached under ``--out-root`` (default runs/gma_ablations): a killed job resumes, a finished one
+is reloaded, and a run shared by two tables (10 clients, one epoch, momentum 0.9) trains once. Rows are merged into
+results/gma/ablations_full.csv (+ .json) after every such sweep, so a long job lands what finished; ``python
 scripts/gma_table.py`` prints them beside the paper's Tables 6, 8 and 9.
 """
 from __future__ import annotations
@@ -79,33 +79,36 @@ def cells(a: argparse.Namespace, table: str) -> list[tuple[float, dict, tuple]]:
 
 
 def run_table(a: argparse.Namespace, table: str, command: str) -> None:
+    # one batched sweep per (clients, local epochs), since N sets the data's shape and E the step count: AVG and GMA
+    # (which differ only in the server's step), every seed, and every tau or momentum of the table train together
+    groups: dict = {}
     for value, s, aggs in cells(a, table):
+        groups.setdefault((s["clients"], s["local_epochs"]), []).append((value, s, aggs))
+    for (n, epochs), group in groups.items():
         t0 = time.time()
-        datas = [gma_data("fashionmnist", "label", s["clients"], seed=seed) for seed in a.seeds]
-        rows = []
-        # AVG and GMA differ only in the server's step, so both train as one batched sweep over the seeds
-        out = sweep(gma_model("fashionmnist", datas[0]), datas * len(aggs),
-                    "fedopt", [{"seed": seed, "aggregation": agg} for agg, _ in aggs for seed in a.seeds],
-                    out_root=a.out_root, label=f"fashionmnist-label{s['clients']}", server_opt="sgd",
-                    server_lr=a.server_lr, tau=s["tau"], mu=0.0, lr=a.lr, momentum=s["momentum"],
-                    local_epochs=s["local_epochs"], batch_size=32, client_fraction=1.0, rounds=a.rounds,
+        datas = {seed: gma_data("fashionmnist", "label", n, seed=seed) for seed in a.seeds}
+        runs = [(value, s, agg, name, seed) for value, s, aggs in group for agg, name in aggs for seed in a.seeds]
+        out = sweep(gma_model("fashionmnist", datas[a.seeds[0]]), [datas[seed] for *_, seed in runs], "fedopt",
+                    [{"seed": seed, "aggregation": agg, "tau": s["tau"], "momentum": s["momentum"]}
+                     for _, s, agg, _, seed in runs],
+                    out_root=a.out_root, label=f"fashionmnist-label{n}", server_opt="sgd", server_lr=a.server_lr,
+                    mu=0.0, lr=a.lr, local_epochs=epochs, batch_size=32, client_fraction=1.0, rounds=a.rounds,
                     eval_every=1, progress=not a.no_progress)
-        for j, (agg, name) in enumerate(aggs):
-            for seed, r in zip(a.seeds, out[j * len(a.seeds):(j + 1) * len(a.seeds)]):
-                ids = {"dataset": "fashionmnist", "skew": "label", "varied": table, "value_varied": value,
-                       **{k: v for k, v in s.items() if k != "tau"}, "lr": a.lr, "server_lr": a.server_lr,
-                       "tau": s["tau"], "rounds": a.rounds, "seed": seed,
-                       "aggregation": name}
-                d = r["diverged"]
-                rows += [{**ids, "metric": m, "value": None if d else round(r[m], 4)}
-                         for m in ("last10_global_acc", "best_global_acc")]
-                if d:
-                    rows.append({**ids, "metric": "diverged_round", "value": d["round"]})
-                shown = (f"diverged at round {d['round']}" if d else
-                         f"last 10 {r['last10_global_acc']:.2f}, best {r['best_global_acc']:.2f}")
-                print(f"{table} = {value:g}, seed {seed}, {name}: {shown}", flush=True)
+        rows = []
+        for (value, s, agg, name, seed), r in zip(runs, out):
+            ids = {"dataset": "fashionmnist", "skew": "label", "varied": table, "value_varied": value,
+                   **{k: v for k, v in s.items() if k != "tau"}, "lr": a.lr, "server_lr": a.server_lr,
+                   "tau": s["tau"], "rounds": a.rounds, "seed": seed, "aggregation": name}
+            d = r["diverged"]
+            rows += [{**ids, "metric": m, "value": None if d else round(r[m], 4)}
+                     for m in ("last10_global_acc", "best_global_acc")]
+            if d:
+                rows.append({**ids, "metric": "diverged_round", "value": d["round"]})
+            shown = (f"diverged at round {d['round']}" if d else
+                     f"last 10 {r['last10_global_acc']:.2f}, best {r['best_global_acc']:.2f}")
+            print(f"{table} = {value:g}, seed {seed}, {name}: {shown}", flush=True)
         if not a.no_write:
-            source = datas[0].source
+            source = datas[a.seeds[0]].source
             whole = "full data" if source == "torchvision" else f"{source} data, not the full datasets"
             meta = results.provenance(command=command, wall_s=time.time() - t0, data_source=source,
                                       scale=f"{whole}, {a.rounds} rounds, client lr {a.lr:g}, server lr {a.server_lr:g}")
