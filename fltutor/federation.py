@@ -182,6 +182,31 @@ def sample_cohort(seed: int, client_fraction: float, num_clients: int, round_: i
 
 
 # ---- the round loop ------------------------------------------------------------------------------------
+class _ServerOnlySetting:
+    """Stands in for a server-only setting (``Method.server_only``) on the method object that runs the clients'
+    step of a sweep whose runs set it differently. Reading it there raises, so a method that names a setting
+    server-only but uses it outside ``aggregate`` fails loudly instead of training every run with the first's."""
+
+    def __init__(self, method: str, name: str, values: list):
+        self._what = (f"{method}: the clients' step read the setting {name!r}, which the runs of this sweep set "
+                      f"differently ({', '.join(map(repr, values))}); a setting in {method}'s server_only may be read "
+                      f"only by aggregate. Remove {name!r} from server_only, or run a separate sweep for each {name}")
+
+    def _refuse(self, *_args, **_kwargs):
+        raise RuntimeError(self._what)
+
+    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __bool__ = __hash__ = __str__ = __format__ = _refuse
+    __contains__ = __iter__ = __len__ = __getitem__ = __call__ = _refuse
+
+    def __getattr__(self, name):
+        if name.startswith("__"):   # copy, pickle and introspection look up dunders: not a use of the value
+            raise AttributeError(name)
+        self._refuse()
+
+    def __repr__(self):
+        return "<server-only setting, differs between the runs of this sweep>"
+
+
 class Federation:
     """One federated run, or a sweep of runs trained as one batched job.
 
@@ -209,6 +234,7 @@ class Federation:
         self.methods: list[Method] = [cls(mp, cfg) for _, cfg, mp in self.specs]
         self.settings = [_flat(cfg, mp) for _, cfg, mp in self.specs]
         self._check_sweep()
+        self._clients_views: dict[int, Method] = {}
         self.R = len(runs)
         self.datas = list(data) if isinstance(data, (list, tuple)) else [data] * self.R
         if len(self.datas) != self.R:
@@ -301,6 +327,22 @@ class Federation:
                                  f"only in floats, {SWEEPABLE_INTS} and the method's server-only settings "
                                  f"{server_only}. Run separate sweeps for each {k}")
 
+    def _clients_side(self, i: int) -> Method:
+        """Run i's method as the batched clients' step of a round sees it: the server-only settings in which
+        the sweep's runs differ are masked (``_ServerOnlySetting``), since that step is shared by every run."""
+        if i not in self._clients_views:
+            m = self.methods[i]
+            differ = [k for k in m.server_only if len({repr(s[k]) for s in self.settings}) > 1]
+            view = m
+            if differ:
+                view, params = copy.copy(m), copy.copy(m.params)
+                for k in differ:
+                    object.__setattr__(params, k, _ServerOnlySetting(
+                        self.method_name, k, list(dict.fromkeys(s[k] for s in self.settings))))
+                view.params = params
+            self._clients_views[i] = view
+        return self._clients_views[i]
+
     # ---- one round ------------------------------------------------------------------------
     def sample_clients(self, run: int, round_: int) -> np.ndarray:
         """The cohort of ``run`` in round ``round_`` (0-based): a fraction of clients, sorted."""
@@ -327,7 +369,8 @@ class Federation:
         live = self.live
         cohorts = [self.sample_clients(i, r) for i in live]
         job, offsets = self._job(live, cohorts)
-        m0, runs_t, clients_t, sizes, batches = self.methods[live[0]], job.runs, job.clients, job.sizes, job.batches
+        m0 = self._clients_side(live[0])
+        runs_t, clients_t, sizes, batches = job.runs, job.clients, job.sizes, job.batches
         message, new_private, loss = self._client_update(m0, job)
         for k, v in new_private.items():   # private state stays with the clients
             self.private[k][runs_t, clients_t] = v.to(self.private[k].dtype)
@@ -385,7 +428,7 @@ class Federation:
         gens = [client_generator(self.configs[i].seed, r, int(k)) for i, k in zip(runs_np, clients_np)]
         batches = make_batches(parts, [self.configs[i].local_epochs for i in runs_np], self.config.batch_size,
                                gens, device=self.device, dtype=self.dtype)
-        m0 = self.methods[live[0]]
+        m0 = self._clients_side(live[0])
         global_rows = {k: v[runs_t] for k, v in self.global_params.items()}          # (P, ...)
         private_rows = {k: v[runs_t, clients_t] for k, v in self.private.items()}     # (P, ...)
         server_rows = {k: torch.stack([self.server[i][k] for i in runs_np]) for k in self.server[live[0]]

@@ -362,6 +362,31 @@ def test_sweep_of_non_sweepable_settings_is_refused(tmp_path, fed, monkeypatch, 
     assert not any(tmp_path.iterdir())
 
 
+def test_a_server_only_setting_read_by_the_clients_step_fails_loudly(fed, monkeypatch):
+    """FedOpt names `aggregation` server-only, so AVG and GMA runs share a sweep's one clients' step. A method
+    that read such a setting there would train every run with the first run's value: it must raise instead,
+    naming the setting and the values, while a lone run and a sweep whose runs agree on it still read it."""
+    from fltutor.methods.fedavg import FedAvg
+    from fltutor.methods.fedopt import FedOpt
+    read = []
+
+    def client_update(self, job):
+        read.append(self.params.aggregation == "gma")   # a client-side use of a server-only setting
+        return FedAvg.client_update(self, job)
+
+    monkeypatch.setattr(FedOpt, "client_update", client_update)
+    settings = {**BASE, "rounds": 1}
+    with pytest.raises(RuntimeError, match=r"fedopt: the clients' step read the setting 'aggregation', which the "
+                                           r"runs of this sweep set differently \('mean', 'gma'\)"):
+        Federation("mlp", fed, "fedopt", runs=[dict(aggregation="mean"), dict(aggregation="gma")], **F64,
+                   **settings).run()
+    assert read == []
+    Federation("mlp", fed, "fedopt", aggregation="gma", **F64, **settings).run()
+    Federation("mlp", fed, "fedopt", runs=[dict(aggregation="gma", seed=0), dict(aggregation="gma", seed=1)],
+               **F64, **settings).run()
+    assert read == [True, True]
+
+
 @pytest.mark.parametrize("method", ["weight_erosion", "waffle_weighted"])
 def test_full_participation_methods_need_client_fraction_one(fed, method, monkeypatch):
     _no_training(monkeypatch)
