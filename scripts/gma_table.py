@@ -588,6 +588,25 @@ def with_shared_runs(rows: list[dict]) -> list[dict]:
     return out
 
 
+def per_seed(rows: list[dict], varied: str, metric: str = "last10_global_acc") -> dict[tuple, dict]:
+    """One sweep of ablations_full (``varied``: clients, epochs, momentum or tau) seed by seed, for plots:
+    {(value, lr, server_lr, rounds): {aggregation: {seed: value}}}, None where the run diverged. Tables 8, 9 and 6
+    get their base point from another table's runs (with_shared_runs: Table 9's E = 1 is Table 8's N = 10); the
+    tau sweep's one AVG run per seed (AVG does not read tau) stands beside GMA at every tau, as in fig3d_stats."""
+    if varied not in (*ABLATION_BASE, "tau"):
+        raise ValueError(f"varied: got {varied!r}; one of {', '.join((*ABLATION_BASE, 'tau'))}")
+    mine = [r for r in (rows if varied == "tau" else with_shared_runs(rows))
+            if r["varied"] == varied and r["metric"] == metric]
+    taus = sorted({r["value_varied"] for r in mine if r["aggregation"] == "GMA"}) if varied == "tau" else []
+    out: dict[tuple, dict] = {}
+    for r in mine:
+        at = taus if varied == "tau" and r["aggregation"] == "AVG" else [r["value_varied"]]
+        for v in at:
+            out.setdefault((v, r["lr"], r["server_lr"], r["rounds"]), {}).setdefault(
+                r["aggregation"], {})[r["seed"]] = None if r["value"] is None else float(r["value"])
+    return dict(sorted(out.items()))
+
+
 def print_ablations_full(rows: list[dict], meta: dict) -> None:
     """Tables 8, 9 and 6 (scripts/gma_ablations.py): per table and value, the last-10 mean (the paper's metric)
     and the best, AVG and GMA over the seeds, GMA − AVG seed by seed, beside the paper's values. A table's base

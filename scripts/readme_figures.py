@@ -12,6 +12,8 @@ README table does; redraw, look at it, commit. The figures:
 - waffle_ibp_epochs.png: WAFFLe's lead over FedAvg against the local epochs E (Tables 6-7), beside the paper's.
 - gma_table10.png: GMA's Table 10 at the paper's protocol, AVG, GMA and GMA - AVG over the learning-rate grid,
   above the paper's (the same drawing as notebook 03, section 4: fltutor.plots.plot_table10_results).
+- gma_ablations.png: GMA's Tables 8, 9 and 6 and Fig. 3d on all of FMNIST: AVG and GMA against N, E, client
+  momentum and τ, and GMA's lead seed by seed, beside the paper's.
 - waffle_ibp_table1.png: weight-factorization WAFFLe's Table 1, the majority's and the minority's accuracy per
   method on the multimodal split, mean ± sd over seeds, with the paper's numbers as markers.
 - waffle_weighted_table1.png: weighted-averaging WAFFLE's Table 1, each method's best accuracy (the paper's
@@ -74,6 +76,105 @@ def _diverged(rows: list[dict]) -> int:
 def gma_table10(folder: Path):
     rows, meta = results.read_table(folder / "gma", "table10")
     return plot_table10_results(rows, meta)
+
+
+def _mean_sd(vals) -> tuple[float, float]:
+    a = np.asarray(vals, dtype=float)
+    return float(a.mean()), float(a.std(ddof=1)) if len(a) > 1 else 0.0
+
+
+def gma_ablations(folder: Path):
+    """GMA's Tables 8, 9 and 6 and Fig. 3d on all of FMNIST (scripts/gma_ablations.py; the last-10 mean, the
+    paper's metric for them). Top: AVG and GMA, mean ± sd over seeds, the paper's as open markers. Bottom: GMA − AVG
+    seed by seed (grey dots), their mean ± sd (black), the paper's lead (red); for τ, GMA at τ minus GMA at τ = 0 of
+    the same seed, since τ = 0 is plain averaging on that seed's device. A value not run yet shows only the paper."""
+    table = load_script("gma_table")
+    rows, _ = results.read_table(folder / "gma", "ablations_full")
+    panels = (("clients", "Table 8: clients N (all in every round)", "N"),
+              ("epochs", "Table 9: local epochs E", "E"),
+              ("momentum", "Table 6: client momentum", "momentum"),
+              ("tau", "Fig. 3d: threshold τ (the paper: CIFAR-10, no numbers)", "τ"))
+    fig, axes = plt.subplots(2, 4, figsize=(17, 7.2), sharex="col")
+    for col, (varied, title, xlabel) in enumerate(panels):
+        top, bottom = axes[0, col], axes[1, col]
+        cells = table.per_seed(rows, varied)
+        pair = max({k[1:] for k in cells}, key=lambda p: sum(k[1:] == p for k in cells), default=None)
+        cells = {k[0]: c for k, c in cells.items() if k[1:] == pair}
+        paper = table.PAPER_ABLATIONS[varied][1] if varied in table.PAPER_ABLATIONS else {}
+        xs_all = sorted(set(cells) | set(paper))
+        pos = (lambda v: xs_all.index(v)) if varied == "momentum" else (lambda v: v)   # momentum: two categories
+        most = max((len(d) for c in cells.values() for d in c.values()), default=0)
+
+        def few(ax, x, y, n):   # a point over fewer seeds than the panel's others says so
+            if n < most:
+                ax.annotate(f"{n} seed{'s' * (n > 1)}", (x, y), xytext=(4, 4), textcoords="offset points", fontsize=6)
+
+        seeds_n = set()
+        # AVG ran once per seed in the tau sweep (it does not read tau): there the tau = 0 point is plain averaging
+        for agg, colour, ls, dx in (("AVG", "C0", "--", -0.02), ("GMA", "C3", "-", 0.02))[varied == "tau":]:
+            pts = [(v, [x for x in c.get(agg, {}).values() if x is not None]) for v, c in cells.items()]
+            pts = [(v, vals) for v, vals in pts if vals]
+            if pts:
+                m = np.array([_mean_sd(vals) for _, vals in pts])
+                seeds_n |= {len(vals) for _, vals in pts}
+                xs = np.array([pos(v) * (1 + dx) if varied in ("clients", "epochs") else pos(v) + dx for v, _ in pts])
+                full = np.array([len(vals) == most for _, vals in pts])   # the line joins only the points of
+                top.errorbar(xs[full], m[full, 0], yerr=m[full, 1], fmt="o" + ls, color=colour, ms=4, capsize=3,
+                             label=f"{agg}, ours" + (" (τ = 0: plain averaging)" if varied == "tau" else ""))
+                top.errorbar(xs[~full], m[~full, 0], yerr=m[~full, 1], fmt="o", mfc="none", color=colour, ms=4,
+                             capsize=3)   # every seed; a point over fewer stands apart, open, and says how many
+                for x, (_, vals), y in zip(xs, pts, m[:, 0]):
+                    few(top, x, y, len(vals))
+            if paper:
+                pv = [(v, p[0 if agg == "AVG" else 1]) for v, p in sorted(paper.items())]
+                top.plot([pos(v) for v, _ in pv], [p for _, p in pv], "D" if agg == "GMA" else "s", mfc="none",
+                         color=colour, ms=6, label=f"{agg}, the paper")
+        if varied == "tau":   # GMA at tau minus GMA at tau 0, seed by seed
+            zero = cells.get(0.0, {}).get("GMA", {})
+            leads = {v: {s: x - zero[s] for s, x in c.get("GMA", {}).items()
+                         if x is not None and zero.get(s) is not None} for v, c in cells.items()}
+            bottom.axvline(0.4, color="C3", ls=":", lw=1)
+            bottom.text(0.41, 0.02, "the paper's best τ", transform=bottom.get_xaxis_transform(), fontsize=7,
+                        color="C3")
+            ylabel = "GMA at τ − GMA at τ = 0 (points)"
+        else:
+            leads = {v: {s: x - c["AVG"][s] for s, x in c.get("GMA", {}).items()
+                         if x is not None and c.get("AVG", {}).get(s) is not None} for v, c in cells.items()}
+            ylabel = "GMA − AVG (points)"
+        for v, d in sorted(leads.items()):
+            if not d:
+                continue
+            bottom.scatter([pos(v)] * len(d), list(d.values()), s=12, color="0.55", zorder=2)
+            m, sd = _mean_sd(list(d.values()))
+            bottom.errorbar([pos(v)], [m], yerr=[sd], fmt="o", color="k", ms=5, capsize=4, zorder=3)
+            few(bottom, pos(v), m, len(d))
+        if leads:
+            bottom.scatter([], [], s=12, color="0.55", label="one seed")
+            bottom.errorbar([], [], yerr=[], fmt="o", color="k", label="ours, mean ± sd")
+        if paper:
+            bottom.plot([pos(v) for v in sorted(paper)], [paper[v][1] - paper[v][0] for v in sorted(paper)], "D",
+                        mfc="none", color="C3", ms=6, label="the paper")
+        bottom.axhline(0, color="k", lw=0.8)
+        if varied in ("clients", "epochs"):
+            for ax in (top, bottom):
+                ax.set_xscale("log")
+                ax.set_xticks(xs_all, [f"{v:g}" for v in xs_all])
+                ax.minorticks_off()
+        elif varied == "momentum":
+            bottom.set_xticks(range(len(xs_all)), [f"{v:g}" for v in xs_all])
+            bottom.set_xlim(-0.6, len(xs_all) - 0.4)
+        seeds = "-".join(map(str, sorted({min(seeds_n), max(seeds_n)}))) if seeds_n else "0"
+        top.set_title(f"{title}\n{seeds} seeds per point" + ("" if pair is None else
+                      f", client / server lr {pair[0]:g} / {pair[1]:g}"), fontsize=9)
+        top.set(ylabel="last-10 test accuracy (%)" if col == 0 else None)
+        bottom.set(xlabel=xlabel, ylabel=ylabel)
+        for ax in (top, bottom):
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=7)
+    fig.suptitle("GMA's ablations on all of FMNIST (two classes per client, every client every round, 100 rounds, "
+                 "momentum 0.9 unless varied): ours filled, the paper's open", fontsize=10)
+    fig.tight_layout()
+    return fig
 
 
 IBP_ORDER = ("fedavg", "fedprox", "qffl", "fedper", "pfedme", "waffle_ibp")
@@ -274,6 +375,7 @@ def privacy_audit(folder: Path):
 
 FIGURES = {   # name: (drawing, the tables it reads under results/)
     "gma_table10.png": (gma_table10, ["gma/table10"]),
+    "gma_ablations.png": (gma_ablations, ["gma/ablations_full"]),
     "waffle_ibp_table1.png": (waffle_ibp_table1, ["waffle_ibp/tables1_2"]),
     "waffle_ibp_epochs.png": (waffle_ibp_epochs, ["waffle_ibp/ablations"]),
     "waffle_weighted_table1.png": (waffle_weighted_table1, ["waffle_weighted/table1"]),

@@ -184,3 +184,28 @@ def test_fig3d_lead_is_gma_against_tau_0_of_the_same_seed_by_hand():
     assert gt.value_fig3d_lead(rows, "0.2") == "+2.00, 1 seed"
     with pytest.raises(SystemExit, match="fig3d-lead 0.7: 0 tau sweeps"):
         gt.value_fig3d_lead(rows, "0.7")
+
+
+def test_per_seed_fills_table_9s_e_1_from_table_8s_n_10_and_pairs_avg_with_every_tau():
+    """What the README's ablation figure plots, by hand: Table 9 has E = 3 rows of its own, so its E = 1 point is
+    Table 8's N = 10 runs (the same settings, trained once); a diverged run reads None, not a number; the tau
+    sweep's one AVG run of a seed stands beside GMA at every tau it ran."""
+    gt = results.load_script("gma_table")
+
+    def row(varied, v, seed, agg, value, metric="last10_global_acc"):
+        return {"varied": varied, "value_varied": v, "lr": 0.01, "server_lr": 1.0, "rounds": 100, "seed": seed,
+                "aggregation": agg, "metric": metric, "value": value}
+    rows = [row("clients", 10, 0, "AVG", 80.0), row("clients", 10, 0, "GMA", 81.0), row("clients", 10, 1, "AVG", 70.0),
+            row("clients", 10, 1, "GMA", None), row("clients", 10, 0, "AVG", 90.0, "best_global_acc"),
+            row("epochs", 3, 0, "AVG", 78.0), row("epochs", 3, 0, "GMA", 77.5),
+            row("tau", 0.0, 0, "GMA", 80.0), row("tau", 0.4, 0, "GMA", 82.0), row("tau", 0.4, 0, "AVG", 79.0)]
+    assert gt.per_seed(rows, "epochs") == {(1, 0.01, 1.0, 100): {"AVG": {0: 80.0, 1: 70.0}, "GMA": {0: 81.0, 1: None}},
+                                           (3, 0.01, 1.0, 100): {"AVG": {0: 78.0}, "GMA": {0: 77.5}}}
+    assert gt.per_seed(rows, "clients") == {(10, 0.01, 1.0, 100): {"AVG": {0: 80.0, 1: 70.0},
+                                                                   "GMA": {0: 81.0, 1: None}}}
+    assert gt.per_seed(rows, "clients", "best_global_acc") == {(10, 0.01, 1.0, 100): {"AVG": {0: 90.0}}}
+    assert gt.per_seed(rows, "momentum") == {}   # Table 6 has no rows of its own: no copied base point
+    assert gt.per_seed(rows, "tau") == {(0.0, 0.01, 1.0, 100): {"GMA": {0: 80.0}, "AVG": {0: 79.0}},
+                                        (0.4, 0.01, 1.0, 100): {"GMA": {0: 82.0}, "AVG": {0: 79.0}}}
+    with pytest.raises(ValueError, match="varied: got 'lr'"):
+        gt.per_seed(rows, "lr")
