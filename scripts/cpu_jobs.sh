@@ -117,13 +117,16 @@ status() {
     done
     echo "finished: $(cat "$bg/done" 2> /dev/null | tr '\n' ' ')"
     python3 - "$bg" <<'EOF'
-import json, pathlib, sys
+import datetime, json, pathlib, sys
+now = datetime.datetime.now(datetime.timezone.utc)
 for ck in sorted(pathlib.Path(sys.argv[1], "runs").glob("*/**/checkpoint.json")):
     try:
-        rnd = json.loads(ck.read_text()).get("round")
-    except ValueError:
-        rnd = "?"
-    print(f"  {ck.parent.relative_to(sys.argv[1])}: round {rnd}")
+        got = json.loads(ck.read_text())
+        rnd, when = got.get("round"), datetime.datetime.fromisoformat(got["written"])
+        age = f", written {when:%H:%M} UTC, {(now - when).total_seconds() / 60:.0f} min ago"
+    except (ValueError, KeyError, TypeError):
+        rnd, age = "?", ""
+    print(f"  {ck.parent.relative_to(sys.argv[1])}: round {rnd}{age}")
 EOF
     tail -n 3 "$bg"/logs/chain-*.log 2> /dev/null
 }
