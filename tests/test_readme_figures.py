@@ -38,8 +38,8 @@ def test_a_changed_or_missing_table_makes_its_figure_stale(mod, tmp_path):
     out.mkdir()
     shutil.copy(mod.OUT / "gma_table10.png", out)
     assert sorted(line.split(":")[0] for line in mod.stale(tmp_path, out)) == [
-        "gma_ablations.png", "privacy_audit.png", "waffle_ibp_epochs.png", "waffle_ibp_table1.png", "waffle_weighted_collapse.png",
-        "waffle_weighted_table1.png"]   # missing ones too
+        "gma_ablations.png", "privacy_audit.png", "waffle_ibp_epochs.png", "waffle_ibp_table1.png",
+        "waffle_weighted_collapse.png", "waffle_weighted_table1.png"]   # missing ones too
 
 
 def test_drawing_records_the_sha256_of_every_table_it_read(mod, tmp_path):
