@@ -126,6 +126,10 @@ for ck in sorted(pathlib.Path(sys.argv[1], "runs").glob("*/**/checkpoint.json"))
         age = f", written {when:%H:%M} UTC, {(now - when).total_seconds() / 60:.0f} min ago"
     except (ValueError, KeyError, TypeError):
         rnd, age = "?", ""
+    try:   # the run's planned rounds, from the results file a checkpoint writes beside it
+        rnd = f"{rnd} of {json.loads((ck.parent / 'results-0.json').read_text())['settings']['rounds']}"
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
     print(f"  {ck.parent.relative_to(sys.argv[1])}: round {rnd}{age}")
 EOF
     tail -n 3 "$bg"/logs/chain-*.log 2> /dev/null
