@@ -78,11 +78,6 @@ def gma_table10(folder: Path):
     return plot_table10_results(rows, meta)
 
 
-def _mean_sd(vals) -> tuple[float, float]:
-    a = np.asarray(vals, dtype=float)
-    return float(a.mean()), float(a.std(ddof=1)) if len(a) > 1 else 0.0
-
-
 def gma_ablations(folder: Path):
     """GMA's Tables 8, 9 and 6 and Fig. 3d on all of FMNIST (scripts/gma_ablations.py; the last-10 mean, the
     paper's metric for them). Top: AVG and GMA, mean ± sd over seeds, the paper's as open markers. Bottom: GMA − AVG
@@ -115,7 +110,7 @@ def gma_ablations(folder: Path):
             pts = [(v, [x for x in c.get(agg, {}).values() if x is not None]) for v, c in cells.items()]
             pts = [(v, vals) for v, vals in pts if vals]
             if pts:
-                m = np.array([_mean_sd(vals) for _, vals in pts])
+                m = np.array([_summary(vals)[:2] for _, vals in pts])
                 seeds_n |= {len(vals) for _, vals in pts}
                 xs = np.array([pos(v) * (1 + dx) if varied in ("clients", "epochs") else pos(v) + dx for v, _ in pts])
                 full = np.array([len(vals) == most for _, vals in pts])   # the line joins only the points of
@@ -145,7 +140,7 @@ def gma_ablations(folder: Path):
             if not d:
                 continue
             bottom.scatter([pos(v)] * len(d), list(d.values()), s=12, color="0.55", zorder=2)
-            m, sd = _mean_sd(list(d.values()))
+            m, sd, _ = _summary(list(d.values()))
             bottom.errorbar([pos(v)], [m], yerr=[sd], fmt="o", color="k", ms=5, capsize=4, zorder=3)
             few(bottom, pos(v), m, len(d))
         if leads:
