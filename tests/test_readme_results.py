@@ -171,12 +171,30 @@ def test_tables2_3_names_settings_in_words_and_fedprox_with_its_mu(tmp_path, mon
 
 def test_the_readme_contents_links_reach_its_headings():
     """Every in-page link of the README names a heading's anchor, as GitHub forms it (lower case, punctuation
-    other than '-' and '_' dropped, spaces to '-'): renaming a heading must not leave the contents line dead."""
+    other than '-' and '_' dropped, spaces to '-'), or an explicit `<a id="...">` in the prose: renaming a heading
+    or dropping an anchor must not leave a contents line dead. No explicit anchor sits inside a generated block,
+    where the next `readme_results.py` would drop it."""
     text = (ROOT / "README.md").read_text()
     anchors = {re.sub(r"[^\w\- ]", "", h.lower()).replace(" ", "-")
                for h in re.findall(r"^#{1,6} (.+)$", text, flags=re.M)}
+    explicit = re.findall(r'<a id="([^"]+)"></a>', text)
+    assert len(explicit) == len(set(explicit)) and not anchors & set(explicit)
     links = re.findall(r"\]\(#([^)]+)\)", text)
-    assert links and not [a for a in links if a not in anchors]
+    assert links and not [a for a in links if a not in anchors | set(explicit)]
+    assert set(explicit) <= set(links)                      # every anchor is reached from a contents line
+    generated = "".join(re.findall(r"<!-- results:.*?<!-- /results -->", text, flags=re.S))
+    assert "<a id=" not in generated
+
+
+def test_the_notebooks_links_into_the_readme_reach_an_anchor():
+    """A notebook's `../README.md#x` link names a heading or an explicit anchor the README has (the README's own
+    links are checked above)."""
+    text = (ROOT / "README.md").read_text()
+    anchors = {re.sub(r"[^\w\- ]", "", h.lower()).replace(" ", "-")
+               for h in re.findall(r"^#{1,6} (.+)$", text, flags=re.M)} | set(re.findall(r'<a id="([^"]+)"></a>', text))
+    links = {(nb.name, a) for nb in sorted((ROOT / "notebooks").glob("*.ipynb"))
+             for a in re.findall(r"\(\.\./README\.md#([^)]+)\)", nb.read_text())}
+    assert len(links) >= 5 and not [x for x in links if x[1] not in anchors]
 
 
 def test_a_merge_into_this_checkout_says_which_readme_tables_now_lag(tmp_path, monkeypatch, capsys):
