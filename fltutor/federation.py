@@ -514,7 +514,7 @@ class Federation:
     def evaluate(self, i: int = 0) -> dict:
         acc = self.local_accuracy(i)
         out = {"local_acc": float(acc.mean()), "local_acc_per_client": [round(float(a), 4) for a in acc],
-               "global_acc": self.global_accuracy(i)}
+               "global_acc": self.global_accuracy(i) if self.configs[i].eval_global else None}
         if self.configs[i].eval_train:
             out["train_acc"] = self.train_accuracy(i)
         return out

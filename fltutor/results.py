@@ -302,18 +302,29 @@ def table_from_cli(description: str, paper: str, name: str, missing_hint: str) -
 _TABLE_KEYS = ("rows", "columns", "table", "parts")
 
 
+def _plain(v):
+    """Tuples as lists, recursively (a JSON round trip's view of a setting)."""
+    return [_plain(x) for x in v] if isinstance(v, (list, tuple)) else v
+
+
 def _parts(meta: dict) -> list[dict]:
     """The commands that wrote a table: ``parts``, or the table's own provenance for one written in one go."""
     return [dict(p) for p in meta.get("parts") or ([{k: v for k, v in meta.items() if k not in _TABLE_KEYS}] if meta else [])]
 
 
-def scale_label(meta: dict, **settings) -> str:
+def scale_label(meta: dict, *, holds: dict | None = None, **settings) -> str:
     """The scale of one group of rows in a table that several commands wrote ("full scale", "reduced scale",
     "quick run"): the ``scale`` of the newest command among ``meta``'s parts whose recorded ``settings``
     hold every value given (e.g. ``grid_rounds=100``), up to its colon. A 15-round CPU grid and a 100-round
-    GPU grid in one table so each keep their own label. 'scale unrecorded' when no command matches, never
-    another group's label."""
-    match = [p for p in _parts(meta) if all((p.get("settings") or {}).get(k) == v for k, v in settings.items())]
+    GPU grid in one table so each keep their own label. ``holds``: recorded settings that are lists and must
+    contain the given item, e.g. ``holds={"algorithms": "fedprox", "settings": ["mnist", "label", 500]}`` for
+    notebook 03's Tables 2-3, where each command ran some rows and algorithms. 'scale unrecorded' when no
+    command matches, never another group's label."""
+    def matches(p):
+        rec = p.get("settings") or {}
+        return (all(rec.get(k) == v for k, v in settings.items())
+                and all(isinstance(rec.get(k), list) and _plain(v) in _plain(rec[k]) for k, v in (holds or {}).items()))
+    match = [p for p in _parts(meta) if matches(p)]
     if not match:
         return "scale unrecorded"
     newest = max(match, key=lambda p: str(p.get("date") or ""))
@@ -321,12 +332,14 @@ def scale_label(meta: dict, **settings) -> str:
 
 
 def summarize_by_scale(rows: Sequence[dict], meta: dict, by: Sequence[str], metric: str, *,
-                       rounds_setting: str = "rounds") -> list[tuple[dict, dict, str]]:
+                       rounds_setting: str = "rounds", holds=None) -> list[tuple[dict, dict, str]]:
     """``summarize`` over ``by`` and the rows' ``rounds``, each group with the scale label (``scale_label``) of
     the command whose settings[``rounds_setting``] made it: a table holding one grid at the paper's rounds and
-    a CPU-sized one at fewer never pools their seeds under one label. [(group as a dict, its stats, label)]."""
+    a CPU-sized one at fewer never pools their seeds under one label. ``holds``: a function of a group (a dict)
+    giving ``scale_label``'s ``holds``, so each group takes the label of a command that ran it.
+    [(group as a dict, its stats, label)]."""
     keys = [*by, "rounds"]
-    return [(k, st, scale_label(meta, **{rounds_setting: k["rounds"]}))
+    return [(k, st, scale_label(meta, holds=holds(k) if holds else None, **{rounds_setting: k["rounds"]}))
             for key, st in sorted(summarize(rows, keys, metric).items(), key=lambda kv: str(kv[0]))
             for k in [dict(zip(keys, key))]]
 

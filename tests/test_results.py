@@ -196,6 +196,33 @@ def test_a_table_with_grids_at_two_scales_keeps_them_apart_each_with_its_own_lab
     assert results.scale_label(meta, grid_rounds=50) == "scale unrecorded"
 
 
+def test_tables_2_3_rows_take_the_label_of_the_command_that_ran_their_row_and_algorithm(tmp_path):
+    """Three commands at 200 rounds, each its own rows: a FedAvg pair, FedYogi on the same row, FedAvg on another.
+    Matching on the rounds alone gave every group the newest command's label (FedYogi's, on FedAvg rows too)."""
+    def part(ds, algo, note, date):
+        rows = [{"dataset": ds, "skew": "label", "clients": 500, "algorithm": algo, "aggregation": agg, "seed": s,
+                 "rounds": 200, "metric": "best_global_acc", "value": 90.0 + s}
+                for agg in ("AVG", "GMA") for s in (0, 1)]
+        meta = results.provenance(command=f"{ds} {algo}", scale=f"{note}: more words",
+                                  settings={"settings": [(ds, "label", 500)], "algorithms": [algo], "rounds": 200})
+        meta["date"] = date
+        results.write_table(tmp_path, "tables2_3", rows, meta, merge=True)
+    part("mnist", "fedavg", "FedAvg at a shared pair", "2026-01-01")
+    part("mnist", "fedyogi", "FedYogi at a shared pair", "2026-01-02")
+    part("fashionmnist", "fedavg", "FedAvg, FMNIST", "2026-01-03")
+    rows, meta = results.read_table(tmp_path, "tables2_3")
+    by = ["dataset", "skew", "clients", "algorithm", "aggregation"]
+    holds = lambda k: {"settings": [k["dataset"], k["skew"], k["clients"]], "algorithms": k["algorithm"]}  # noqa: E731
+    got = {(k["dataset"], k["algorithm"], k["aggregation"]): label
+           for k, _, label in results.summarize_by_scale(rows, meta, by, "best_global_acc", holds=holds)}
+    want = {("mnist", "fedavg"): "FedAvg at a shared pair", ("mnist", "fedyogi"): "FedYogi at a shared pair",
+            ("fashionmnist", "fedavg"): "FedAvg, FMNIST"}
+    assert got == {(*k, agg): label for k, label in want.items() for agg in ("AVG", "GMA")}
+    unmatched = {label for _, _, label in results.summarize_by_scale(rows, meta, by, "best_global_acc")}
+    assert unmatched == {"FedAvg, FMNIST"}                  # the old behaviour: the newest command's label everywhere
+    assert results.scale_label(meta, holds={"algorithms": "fedprox"}, rounds=200) == "scale unrecorded"
+
+
 def test_gma_table_script_prints_the_papers_grid_and_a_cpu_grid_apart(tmp_path, capsys, monkeypatch):
     _two_grids(tmp_path)
     run_script(monkeypatch, "gma_table", tmp_path)
