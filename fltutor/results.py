@@ -227,6 +227,21 @@ def devices(meta: dict) -> str:
     return "; ".join(d if len(n) == 1 else f"{d} ({k} command{'s' * (k > 1)})" for d, k in n.items())
 
 
+def scales(meta: dict) -> str:
+    """Every scale a table's commands recorded, with how many commands each: a table of reduced-scale probes and
+    full-scale runs names both, not just the scale of the last command (as ``devices``)."""
+    from collections import Counter
+    n = Counter(str(m.get("scale") or "scale unrecorded") for m in meta.get("parts") or [meta])
+    return "; ".join(s if len(n) == 1 else f"{s} ({k} command{'s' * (k > 1)})" for s, k in n.items())
+
+
+def command_lines(meta: dict, path: str) -> list[str]:
+    """One line per command that wrote the table at ``path`` (as shown to a reader): its command, device, date,
+    commit, wall time and scale, so rows made by several commands are never shown with the newest one's alone."""
+    return [f"{path}: {p.get('command')} | {p.get('device')} | {p.get('date')} | commit {str(p.get('commit'))[:10]} | "
+            f"{p.get('wall_s')} s | {p.get('scale', '')}" for p in meta.get("parts") or [meta]]
+
+
 def keep_parts(meta: dict, keep) -> dict:
     """``meta`` with only the commands (``parts``) for which ``keep(part)`` is true: the provenance of the slice of
     a table that a printer shows (one grid, one dataset), so its comments name no other command."""

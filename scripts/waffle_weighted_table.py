@@ -231,7 +231,7 @@ def main() -> None:
             continue
         found = True
         rows, meta = got
-        what = {"table1": meta.get("scale"), "stability": "seed 0 unless the table says otherwise"}.get(name, meta.get("scale"))
+        what = "seed 0 unless the table says otherwise" if name == "stability" else results.scales(meta)
         print(f"{'' if a.section else chr(10)}{shown}/{name}.csv ({len(rows)} rows; {what}; {results.devices(meta)}):\n")
         print(make(rows).to_markdown(index=False, disable_numparse=True))
     if not found:

@@ -433,6 +433,23 @@ def test_devices_names_each_device_with_its_command_count():
     assert results.devices(cpu) == "cpu: x86_64 x2 (Linux)"                                  # a table without parts
 
 
+def test_scales_and_command_lines_name_every_command_not_just_the_newest():
+    """A table of reduced-scale probes with full-scale runs merged in once read, in its header, as the newest
+    command's scale alone ("reduced scale: 480 images per agent" over 60 full-data rows)."""
+    small = {"command": "probe --images 480", "device": "cpu", "date": "d1", "commit": "a" * 40, "wall_s": 4.0,
+             "scale": "reduced scale: 480 images per agent"}
+    full = {**small, "command": "probe --images 0", "date": "d2", "commit": "b" * 40, "scale": "full scale"}
+    meta = {**small, "parts": [full, small, full]}
+    assert results.scales(meta) == "full scale (2 commands); reduced scale: 480 images per agent (1 command)"
+    assert results.scales({**full, "parts": [full, full]}) == "full scale"
+    assert results.scales({"command": "x"}) == "scale unrecorded"
+    assert results.command_lines(meta, "t.csv") == [
+        f"t.csv: probe --images 0 | cpu | d2 | commit {'b' * 10} | 4.0 s | full scale",
+        f"t.csv: probe --images 480 | cpu | d1 | commit {'a' * 10} | 4.0 s | reduced scale: 480 images per agent",
+        f"t.csv: probe --images 0 | cpu | d2 | commit {'b' * 10} | 4.0 s | full scale"]
+    assert results.command_lines(small, "t.csv") == [results.command_lines(meta, "t.csv")[1]]   # no parts: itself
+
+
 def test_code_dirty_ignores_the_results_tables_but_not_the_code(tmp_path):
     import subprocess
 
