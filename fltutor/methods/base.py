@@ -58,7 +58,7 @@ class RunConfig:
     eval_train: bool = False      # also score the global model on every client's training data (GMA Fig. 3a)
     eval_global: bool = True      # score the global model on the test split; False: the clients' held-out splits
                                   # alone (a learning-rate selection reads nothing else; on a CPU the test split
-                                  # is most of a 500-client round's time)
+                                  # is about half of a 500-client round's time: benchmarks/eval_share.py)
 
     def __post_init__(self):
         check_fields(self, {
