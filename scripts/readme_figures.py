@@ -104,7 +104,7 @@ def gma_ablations(folder: Path):
             if n < most:
                 ax.annotate(f"{n} seed{'s' * (n > 1)}", (x, y), xytext=(4, 4), textcoords="offset points", fontsize=6)
 
-        seeds_n = set()
+        seeds_n, noted = set(), set()   # noted: the values whose top-panel point already says its seed count
         # AVG ran once per seed in the tau sweep (it does not read tau): there the tau = 0 point is plain averaging
         for agg, colour, ls, dx in (("AVG", "C0", "--", -0.02), ("GMA", "C3", "-", 0.02))[varied == "tau":]:
             pts = [(v, [x for x in c.get(agg, {}).values() if x is not None]) for v, c in cells.items()]
@@ -118,8 +118,10 @@ def gma_ablations(folder: Path):
                              label=f"{agg}, ours" + (" (τ = 0: plain averaging)" if varied == "tau" else ""))
                 top.errorbar(xs[~full], m[~full, 0], yerr=m[~full, 1], fmt="o", mfc="none", color=colour, ms=4,
                              capsize=3)   # every seed; a point over fewer stands apart, open, and says how many
-                for x, (_, vals), y in zip(xs, pts, m[:, 0]):
-                    few(top, x, y, len(vals))
+                for x, (v, vals), y in zip(xs, pts, m[:, 0]):
+                    if v not in noted:   # AVG and GMA share a count: one label, not two on top of each other
+                        few(top, x, y, len(vals))
+                        noted.add(v)
             if paper:
                 pv = [(v, p[0 if agg == "AVG" else 1]) for v, p in sorted(paper.items())]
                 top.plot([pos(v) for v, _ in pv], [p for _, p in pv], "D" if agg == "GMA" else "s", mfc="none",
