@@ -26,6 +26,15 @@ def view_of(name: str, method: str) -> tuple[str, str]:
     return "message", "probe" if method == "fedper" else ""
 
 
+def target_label(method: str, view: str, guess: str) -> str:
+    """The table's "target" cell: the view, and the b the attacker put in (the L1 ablation's prior is b = 1)."""
+    if not guess:
+        return view
+    if guess == "ones" or (guess == "prior" and method == "waffle_ibp_l1"):
+        guess = "prior, b = 1" if guess == "prior" else "b = 1"
+    return f"{view} ({guess})"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("dataset", help="mnist or fashionmnist")
@@ -38,7 +47,10 @@ def main() -> None:
         r["guess"] = r["guess"] or ""
     names = list(dict.fromkeys(r["name"] for r in rows if r["name"] != "evaluator"))
     method = {r["name"]: r["method"] for r in rows}
-    views = [(n, *view_of(n, method[n])) for n in names]
+    # WAFFLe's message also with every factor switched on (a guess that needs no knowledge of the client), right
+    # under its prior-b row; DP-FedAvg's released model after all the messages
+    views = [v for n in names for v in [(n, *view_of(n, method[n]))] + ([(n, "message", "ones")]
+                                                                         if method[n] == "waffle_ibp" else [])]
     views += [(n, "server", "") for n in names if method[n] == "dp_fedavg"]
     stats = results.summarize(rows, by=("name", "view", "guess", "attack", "metric"))
     util = results.summarize(rows, by=("name", "metric"), metric="mean_local_acc")
@@ -46,7 +58,7 @@ def main() -> None:
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for n, view, guess in views:
-        cells = [n, f"{view} ({guess})" if guess else view]
+        cells = [n, target_label(method[n], view, guess)]
         seeds = 0
         for attack, metric, scale, _ in COLUMNS:
             s = stats.get((n, view, guess, attack, metric))
