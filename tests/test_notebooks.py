@@ -221,3 +221,25 @@ def test_notebook_02_refuses_a_bad_pfedme_rate_before_training(tmp_path):
     of 0 is refused, named, in the derived-settings cell, before any data loads or any method trains."""
     text = _refused_before_training(tmp_path, "02", "-p", "pfedme_lr", "0")
     assert "pfedme_lr" in text and "Dinh et al. use 0.1" in text, text[-3000:]
+
+
+def test_notebook_05_runs_a_method_subset_without_fedavg_or_waffle_and_records_the_command(tmp_path):
+    """The privacy audit of one method at a time (pFedMe was audited so, -p methods "[pfedme]"): the gradient
+    inversion section compares FedAvg with WAFFLe and is skipped, not a KeyError after every federation has
+    trained; the summary lists the method's own leak, and results/ records the command with its -p overrides."""
+    env = {**os.environ, "FLTUTOR_DATA": "bundled", "FLTUTOR_SELFCHECK": "1",
+           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    res = tmp_path / "res"
+    tiny = {"methods": "[local]", "num_clients": "3", "train_per_client": "60", "heldout_per_client": "30",
+            "attacker_size": "300", "rounds": "1", "local_epochs": "1", "shadow_epochs": "1", "inversion_steps": "5",
+            "results_dir": str(res)}
+    params = [a for k, v in tiny.items() for a in ("-p", k, v)]
+    proc = subprocess.run([sys.executable, "-m", "fltutor", "run", "05", *params, "--out", str(tmp_path / "out"),
+                           "-p", "run_root", str(tmp_path / "root"), "--no-progress"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    assert (res / "audit_mnist.csv").exists() and not (res / "gradient_inversion_mnist.csv").exists()
+    assert '-p methods [local]' in json.loads((res / "audit_mnist.json").read_text())["command"]
+    summary = json.loads((tmp_path / "out" / "05_privacy_audit" / "results.json").read_text())["summary"]
+    assert any(r["what"].startswith("local: shadow MIA accuracy on its client") and r["ours"] is not None
+               for r in summary)
