@@ -22,10 +22,12 @@ def _fed(data, model="logreg", **kw):
     return Federation(model, data, "weight_erosion", device="cpu", dtype=DT, progress=False, **{**SETTINGS, **kw})
 
 
-def _reference(data, model_name, rounds, *, target, p_d, server_lr, lr=0.05, batch_size=4, rule="published", p_s=0.0):
+def _reference(data, model_name, rounds, *, target, p_d, server_lr, lr=0.05, batch_size=4, rule="published", p_s=0.0,
+               local_epochs=1):
     """Every agent runs plain SGD from the target's model; the server erodes and averages by hand:
-    published, alpha_i -= (1 + p_s * (r - 1)) * p_d * d_i (one local epoch a round) and weights alpha / sum;
-    round_scaled, alpha_i -= p_d * r * d_i and weights alpha * n / sum."""
+    published, alpha_i -= (1 + p_s * passes) * p_d * d_i, where passes = (r - 1) * local_epochs is how many times
+    each agent has gone through its data before round r, and weights alpha / sum; round_scaled,
+    alpha_i -= p_d * r * d_i and weights alpha * n / sum."""
     model = make_model(model_name, seed=0).to(DT)
     x_all, y_all = data.x.to(DT), data.y
     x = {k: v.detach().clone() for k, v in model.named_parameters()}
@@ -39,7 +41,7 @@ def _reference(data, model_name, rounds, *, target, p_d, server_lr, lr=0.05, bat
             m = copy.deepcopy(model)
             m.load_state_dict(x, strict=False)
             idx = torch.as_tensor(data.train[i])
-            for pos in batch_schedule(len(idx), 1, batch_size, client_generator(0, r - 1, i)):
+            for pos in batch_schedule(len(idx), local_epochs, batch_size, client_generator(0, r - 1, i)):
                 g = torch.autograd.grad(F.cross_entropy(m(x_all[idx[pos]]), y_all[idx[pos]]), list(m.parameters()))
                 with torch.no_grad():
                     for p, gk in zip(m.parameters(), g):
@@ -47,7 +49,8 @@ def _reference(data, model_name, rounds, *, target, p_d, server_lr, lr=0.05, bat
             updates.append({k: p.detach() - x[k] for k, p in m.named_parameters()})
         flat = torch.stack([torch.cat([u[k].flatten() for k in x]) for u in updates])     # (N, D)
         d = (flat - flat[target]).norm(dim=1) / flat[target].norm()
-        step = p_d * r * d if rule == "round_scaled" else (1 + p_s * (r - 1)) * p_d * d      # r is 1-based
+        passes = (r - 1) * local_epochs                                                       # r is 1-based
+        step = p_d * r * d if rule == "round_scaled" else (1 + p_s * passes) * p_d * d
         we = (we - step).clamp(min=0)
         w = we * sizes / (we * sizes).sum() if rule == "round_scaled" else we / we.sum()
         x = {k: x[k] + server_lr * sum(float(w[i]) * updates[i][k] for i in range(n)) for k in x}
@@ -55,13 +58,16 @@ def _reference(data, model_name, rounds, *, target, p_d, server_lr, lr=0.05, bat
     return x, history
 
 
-@pytest.mark.parametrize("target,rule,p_s", [(0, "published", 0.0), (7, "published", 2.0), (0, "round_scaled", 0.0),
-                                             (7, "round_scaled", 0.0)])
-def test_rounds_equal_erosion_applied_by_hand(target, rule, p_s):
+@pytest.mark.parametrize("target,rule,p_s,epochs", [(0, "published", 0.0, 1), (7, "published", 2.0, 1),
+                                                    (7, "published", 2.0, 2), (0, "round_scaled", 0.0, 1),
+                                                    (7, "round_scaled", 0.0, 1)])
+def test_rounds_equal_erosion_applied_by_hand(target, rule, p_s, epochs):
+    """With two local epochs the published rule's p_s term counts two passes over the data per round."""
     data = _data()
-    fed = _fed(data, rounds=3, target=target, p_d=0.15, server_lr=0.8, rule=rule, p_s=p_s)
+    fed = _fed(data, rounds=3, target=target, p_d=0.15, server_lr=0.8, rule=rule, p_s=p_s, local_epochs=epochs)
     fed.run()
-    x, weights = _reference(data, "logreg", 3, target=target, p_d=0.15, server_lr=0.8, rule=rule, p_s=p_s)
+    x, weights = _reference(data, "logreg", 3, target=target, p_d=0.15, server_lr=0.8, rule=rule, p_s=p_s,
+                            local_epochs=epochs)
     for k in x:
         torch.testing.assert_close(fed.run_params(0)[k], x[k], rtol=0, atol=1e-10)
     for h, w in zip(fed.history, weights):
