@@ -479,3 +479,28 @@ def test_resolve_device_rejects_bad_settings(monkeypatch):
         resolve_device("cuda")
     with pytest.raises(ValueError, match="device: 'cuda:0'"):
         resolve_device("cuda:0")
+
+
+def test_mean_gradient_is_each_clients_mean_minibatch_gradient_at_fixed_params():
+    """SCAFFOLD's option I (and weighted WAFFLE's control="I"): every row's mini-batch gradients at the server
+    model, averaged over the steps that row takes. Written out with autograd, one client and one batch at a time,
+    on unequal clients with short last batches and two epochs, so a wrong step count or a padded step would show."""
+    torch.manual_seed(0)
+    model = make_model("mlp", seed=0).double()
+    x, y = torch.randn(60, 1, 28, 28, dtype=torch.float64), torch.randint(0, 10, (60,))
+    w = {k: v.detach() for k, v in get_params(model).items()}
+    idx = [torch.arange(0, 7), torch.arange(7, 20), torch.arange(20, 60)]          # 7, 13, 40 samples; batch 4
+    gens = lambda: [client_generator(3, 1, k) for k in range(3)]                    # noqa: E731
+    batches = make_batches(idx, 2, 4, gens(), dtype=torch.float64)
+    got = engine.mean_gradient(model, engine.stack_params(w, 3), x, y, batches)
+    for row, (i, g) in enumerate(zip(idx, gens())):
+        steps = batch_schedule(len(i), 2, 4, g)
+        assert len(steps) == 2 * -(-len(i) // 4)
+        want = {k: torch.zeros_like(v) for k, v in w.items()}
+        for pos in steps:
+            wp = {k: v.clone().requires_grad_(True) for k, v in w.items()}           # the same point every step
+            loss = F.cross_entropy(functional_call(model, wp, (x[i[pos]],)), y[i[pos]])
+            for k, gk in zip(wp, torch.autograd.grad(loss, list(wp.values()))):
+                want[k] += gk / len(steps)
+        for k in w:
+            torch.testing.assert_close(got[k][row], want[k], rtol=0, atol=1e-12)
