@@ -60,3 +60,18 @@ def test_waffle_weights_by_hand_and_float64_on_the_updates_device_in_every_branc
     assert last.tolist() == [1.0, 0.0, 0.0] and tied.tolist() == pytest.approx([1 / 3] * 3)
     for a in (general, last, tied):   # one dtype and device whatever the branch (a GPU run mixed them once)
         assert a.dtype == torch.float64 and a.device == u["w"].device and float(a.sum()) == pytest.approx(1.0)
+
+
+def test_waffle_omega_at_its_closed_form_points():
+    """Psi(r) = 1 / (1 + exp(dO (2r/R - 1))): 1/2 at R/2, sigmoid(dO) at 0 and sigmoid(-dO) at R (eq. 4)."""
+    assert float(A.omega_schedule(50, 100)) == pytest.approx(0.5, abs=1e-15)
+    assert float(A.omega_schedule(0, 100)) == pytest.approx(1 / (1 + math.exp(-3.2)), rel=1e-12)   # 0.9608
+    assert float(A.omega_schedule(100, 100, 2.0)) == pytest.approx(1 / (1 + math.exp(2.0)), rel=1e-12)
+
+
+def test_waffle_weights_at_half_time_with_a_target_in_the_middle():
+    """By hand, target 2 of 4 at r = R/2 (Psi = 1/2), 1-d updates 3, 0, 1, -1: distances 2, 1, 0, 2, so dM = 2,
+    dm = 1 and d* = 1 (1 - (2 - 1)/2 (1 - 1/2)) = 0.75; alpha = max(1/2 - (d - 0.75)/1.25, 0) = 0, 0.3, 0.5, 0,
+    normalized 0, 0.375, 0.625, 0: the far agents drop out, the target leads, the near agent keeps a share."""
+    u = {"w": torch.tensor([[3.0], [0.0], [1.0], [-1.0]], dtype=torch.float64)}
+    assert A.waffle_weights(u, 2, 50, 100).tolist() == pytest.approx([0.0, 0.375, 0.625, 0.0], abs=1e-12)
