@@ -335,3 +335,69 @@ def test_l1_penalty_shrinks_the_factor_scores():
         fed.run()
         norms[w] = fed.private["fc1.score"][0][fed.seen[0]].abs().sum(1).mean().item()
     assert norms[20.0] < 0.9 * norms[0.0]
+
+
+# ---- several factorized layers: the noise split, per-layer alpha and the KL summed over layers ---------------
+CIFAR_FACTORS = None   # the paper's F for cnn_cifar: conv1, conv2, fc1, fc2 with F = 10, 10, 80, 40
+
+
+def _reference_client_layers(shared, private, x, y, idx, *, seed, round0, client, local_epochs, batch_size, lr,
+                             selection_lr, alpha_ratio, temperature, kl_weight):
+    """Algorithm 2 for one client on a model with several factorized layers, written out per layer: each step
+    draws 2 x (F_1 + ... + F_L) uniforms, the first half for the layers' b in layer order, the second for their
+    v; each layer's IBP prior has alpha = alpha_ratio x its own F, and the KL terms add up over layers."""
+    net = layers.make_factorized_model("cnn_cifar", seed=0, num_factors=CIFAR_FACTORS).to(DT)
+    net.load_state_dict(shared, strict=False)
+    widths = layers.factorized_layers(net)
+    names, fs, f_tot = list(widths), list(widths.values()), sum(widths.values())
+    q = {k: v.clone().requires_grad_(True) for k, v in private.items()}
+    opt_w, opt_q = torch.optim.SGD(net.parameters(), lr=lr), torch.optim.SGD(list(q.values()), lr=selection_lr)
+    g = client_generator(seed, round0, client)
+    sched = batch_schedule(len(idx), local_epochs, batch_size, g)
+    u = torch.rand(len(sched), 2 * f_tot, generator=g).to(DT)
+    for s, pos in enumerate(sched):
+        u_b = dict(zip(names, u[s, :f_tot].split(fs)))
+        u_v = dict(zip(names, u[s, f_tot:].split(fs)))
+        b = {l: ibp.relaxed_bernoulli_sample(q[f"{l}.pi_logit"], temperature, u_b[l]) for l in names}
+        reg = sum(ibp.ibp_kl(q[f"{l}.pi_logit"], q[f"{l}.log_c"].exp(), q[f"{l}.log_d"].exp(), alpha_ratio * widths[l],
+                             u_v[l]) for l in names) * kl_weight
+        ce = F.cross_entropy(net(x[idx[pos]], b), y[idx[pos]])
+        opt_w.zero_grad(), opt_q.zero_grad()
+        (ce + reg / len(idx)).backward()
+        opt_w.step(), opt_q.step()
+        with torch.no_grad():
+            for k in q:
+                if k.endswith(("log_c", "log_d")):
+                    q[k].clamp_(-6.0, 8.0)
+    return {k: v.detach() for k, v in net.named_parameters()}, {k: v.detach() for k, v in q.items()}
+
+
+def test_rounds_equal_a_per_layer_loop_on_a_cnn_with_four_factorized_layers():
+    train, test = standin("cifar10", 400, seed=0), standin("cifar10", 100, train=False, seed=0)
+    data = scenarios.waffle_ibp_data("cifar10", "multimodal", seed=0, groups=[((0, 1, 8, 9), 6), ((2, 3, 4, 5), 2)],
+                                     train_set=train, test_set=test)
+    kw = dict(rounds=2, client_fraction=0.3, local_epochs=1, batch_size=10, lr=0.05, seed=0,
+              num_factors=CIFAR_FACTORS, selection_optimizer="sgd", alpha_ratio=0.8, temperature=2 / 3, kl_weight=0.7)
+    fed = Federation("cnn_cifar", data, "waffle_ibp", device="cpu", dtype=DT, progress=False, **kw)
+    assert fed.methods[0].widths == {"conv1": 10, "conv2": 10, "fc1": 80, "fc2": 40}   # four layers, unequal F
+    x, y = data.x.to(DT), data.y
+    glob = {k: v.clone() for k, v in fed.run_params(0).items()}
+    private = {k: v[0].clone() for k, v in fed.private.items()}
+    for r in range(2):
+        cohort = fed.sample_clients(0, r)
+        fed.run_round()
+        outs, sizes = [], []
+        for k in cohort:
+            idx = torch.as_tensor(data.train[k])
+            shared, priv = _reference_client_layers(
+                glob, {n: v[k] for n, v in private.items()}, x, y, idx, seed=0, round0=r, client=int(k),
+                local_epochs=1, batch_size=10, lr=0.05, selection_lr=0.05, alpha_ratio=0.8, temperature=2 / 3,
+                kl_weight=0.7)
+            for n in priv:
+                private[n][k] = priv[n]
+            outs.append(shared), sizes.append(len(idx))
+        glob = {n: sum(s * o[n] for s, o in zip(sizes, outs)) / sum(sizes) for n in glob}
+        for n in private:
+            torch.testing.assert_close(fed.private[n][0], private[n], rtol=0, atol=1e-10)
+        for n in glob:
+            torch.testing.assert_close(fed.run_params(0)[n], glob[n], rtol=0, atol=1e-10)
