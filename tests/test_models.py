@@ -50,6 +50,47 @@ def test_classic_lenet5_is_tanh_and_average_pooling_written_out_by_hand():
     assert not torch.allclose(plain(x), m(x))
 
 
+def _maxpool2(h):
+    """2x2 max-pool with stride 2 by strided slicing (odd sizes drop the last row and column, as max_pool2d does)."""
+    h = h[..., : h.shape[-2] // 2 * 2, : h.shape[-1] // 2 * 2]
+    return torch.maximum(torch.maximum(h[..., 0::2, 0::2], h[..., 0::2, 1::2]),
+                         torch.maximum(h[..., 1::2, 0::2], h[..., 1::2, 1::2]))
+
+
+def _dense(h, layer, relu=True):
+    out = h.flatten(1) @ layer.weight.T + layer.bias
+    return out.clamp(min=0) if relu else out
+
+
+def _conv(h, layer, padding=0):
+    return torch.nn.functional.conv2d(h, layer.weight, layer.bias, padding=padding).clamp(min=0)
+
+
+# the papers' baselines as their text describes them, written with conv2d, matrix products and slicing
+HAND_FORWARD = {
+    "mlp": ((1, 28), lambda m, x: _dense(_dense(x, m.fc1), m.fc2, relu=False)),                  # 784-200-10
+    "cnn_fashion": ((1, 28), lambda m, x: _dense(_maxpool2(_conv(_maxpool2(_conv(x, m.conv1, 2)), m.conv2, 2)),
+                                                 m.fc, relu=False)),                               # 5x5 16, 32; FC
+    "cnn_cifar": ((3, 32), lambda m, x: _dense(_dense(_dense(_maxpool2(_conv(_maxpool2(_conv(x, m.conv1)), m.conv2)),
+                                                             m.fc1), m.fc2), m.fc3, relu=False)),  # 3x3 16, 16; 80, 60
+    "lenet5": ((1, 28), lambda m, x: _dense(_dense(_dense(_maxpool2(_conv(_maxpool2(_conv(x, m.conv1, 2)), m.conv2)),
+                                                          m.fc1), m.fc2), m.fc3, relu=False)),
+    "lenet5_rgb": ((3, 28), lambda m, x: HAND_FORWARD["lenet5"][1](m, x)),
+    "lenet5_cifar": ((3, 32), lambda m, x: _dense(_dense(_dense(_maxpool2(_conv(_maxpool2(_conv(x, m.conv1)),
+                                                                                m.conv2)), m.fc1), m.fc2), m.fc3,
+                                                  relu=False)),                                    # no padding on 32x32
+}
+
+
+@pytest.mark.parametrize("name", sorted(HAND_FORWARD))
+def test_baseline_forward_is_the_described_network_written_out_by_hand(name):
+    """ReLU and max-pooling where the papers say so, in the stated order: a swapped unit, pool or padding would
+    keep the parameter count and the output shape (the other checks) but not these numbers."""
+    (channels, size), forward = HAND_FORWARD[name]
+    m, x = make_model(name, seed=0).double(), torch.randn(4, channels, size, size, dtype=torch.float64)
+    torch.testing.assert_close(m(x), forward(m, x), rtol=0, atol=1e-12)
+
+
 def test_fmnist_cnn_weights_match_paper_table2():
     # WAFFLe Table 2 counts weights without biases for the FMNIST CNN: 28,880 exactly
     assert num_params(make_model("cnn_fashion", seed=0), weights_only=True) == WAFFLE_IBP_PARAMS["fashionmnist"]["baseline"]
