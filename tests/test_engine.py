@@ -504,3 +504,33 @@ def test_mean_gradient_is_each_clients_mean_minibatch_gradient_at_fixed_params()
                 want[k] += gk / len(steps)
         for k in w:
             torch.testing.assert_close(got[k][row], want[k], rtol=0, atol=1e-12)
+
+
+def test_fedprox_and_scaffold_terms_are_the_gradients_of_their_losses():
+    """FedProx adds (mu/2)||w - w_start||^2 to the loss and SCAFFOLD the linear term <c - c_i, w> (whose gradient is
+    the constant correction). Written as losses and differentiated by autograd, stepped by torch.optim.SGD with
+    momentum and weight decay, per client: the engine, which adds both terms to the gradient by hand, must agree."""
+    torch.manual_seed(1)
+    model = make_model("mlp", seed=0).double()
+    x, y = torch.randn(40, 1, 28, 28, dtype=torch.float64), torch.randint(0, 10, (40,))
+    w0 = {k: v.detach() for k, v in get_params(model).items()}
+    corr = {k: 0.05 * torch.randn(2, *v.shape, dtype=torch.float64) for k, v in w0.items()}   # (P, ...) per row
+    idx, mu, lr, mom, wd = [torch.arange(0, 17), torch.arange(17, 40)], 0.3, 0.05, 0.9, 1e-3
+    gens = lambda: [client_generator(0, 2, k) for k in range(2)]                               # noqa: E731
+    batches = make_batches(idx, 2, 5, gens(), dtype=torch.float64)
+    got, _, _ = train(model, stack_params(w0, 2), x, y, batches, lr=lr, momentum=mom, weight_decay=wd, prox_mu=mu,
+                      correction=corr)
+    for row, (i, g) in enumerate(zip(idx, gens())):
+        net = copy.deepcopy(model)
+        net.load_state_dict(w0, strict=False)
+        opt = torch.optim.SGD(net.parameters(), lr=lr, momentum=mom, weight_decay=wd)
+        for pos in batch_schedule(len(i), 2, 5, g):
+            params = dict(net.named_parameters())
+            loss = (F.cross_entropy(net(x[i[pos]]), y[i[pos]])
+                    + mu / 2 * sum(((params[k] - w0[k]) ** 2).sum() for k in w0)
+                    + sum((corr[k][row] * params[k]).sum() for k in w0))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        for k, v in net.named_parameters():
+            torch.testing.assert_close(got[k][row], v.detach(), rtol=0, atol=1e-10)
