@@ -243,6 +243,27 @@ def test_epsilon_at_q1_equals_the_closed_form_gaussian_rdp(z, rounds, delta):
     assert got <= classical < 1.5 * got
 
 
+def _sampled_gaussian_rdp_integer(z, q, alpha):
+    """RDP at integer order alpha of the Poisson-sampled Gaussian (Mironov, Talwar and Zhang 2019, Sec. 3.3):
+    log(sum_k C(alpha, k) (1 - q)^(alpha - k) q^k exp((k^2 - k) / (2 z^2))) / (alpha - 1), summed in log space."""
+    terms = [math.lgamma(alpha + 1) - math.lgamma(k + 1) - math.lgamma(alpha - k + 1)
+             + (alpha - k) * math.log1p(-q) + k * math.log(q) + (k * k - k) / (2 * z * z) for k in range(alpha + 1)]
+    top = max(terms)
+    return (top + math.log(sum(math.exp(t - top) for t in terms))) / (alpha - 1)
+
+
+@pytest.mark.parametrize("z,q,rounds,delta", [(1.0, 0.1, 100, 1e-5), (0.7, 0.5, 10, 1e-5), (2.0, 0.02, 1000, 1e-6)])
+def test_epsilon_below_one_sampling_rate_matches_the_integer_order_sum(z, q, rounds, delta):
+    """opacus minimizes over fractional orders too, so its epsilon is at most the integer orders' (same Balle et
+    al. conversion), and not far below it: the sampled-Gaussian sum, written out, bounds it from both sides."""
+    ints = [a for a in ORDERS if a == int(a)]
+    eps_int = min(rounds * _sampled_gaussian_rdp_integer(z, q, int(a)) + math.log((a - 1) / a)
+                  - (math.log(delta) + math.log(a)) / (a - 1) for a in ints)
+    got = epsilon(z, q, rounds, delta)
+    assert got <= eps_int * (1 + 1e-9)
+    assert eps_int <= 1.10 * got
+
+
 def test_epsilon_grows_with_rounds_and_sampling_and_shrinks_with_noise():
     by_rounds = [epsilon(1.0, 0.1, t, 1e-5) for t in (1, 5, 20, 100)]
     assert all(a < b for a, b in zip(by_rounds, by_rounds[1:]))
