@@ -578,3 +578,21 @@ def test_no_module_that_trains_imports_one_left_out_of_the_code_hash():
     used = {p.relative_to(root).as_posix() for p in seen}
     assert {"engine.py", "aggregators.py", "models.py", "methods/waffle_ibp.py"} <= used   # the walk does reach
     assert not used & set(federation.NOT_IN_CODE_VERSION)
+
+
+def test_cohorts_are_uniform_samples_without_replacement_by_monte_carlo():
+    """Over 4,000 rounds with N = 8 and C = 3/8: every cohort holds 3 distinct clients, each client takes part at
+    rate 3/8 and each pair at rate (3 x 2) / (8 x 7) = 6/56, as a uniform draw of 3 of 8 without replacement
+    gives; within 4.5 standard errors (binomial) of the rates. A draw with replacement or a biased one fails."""
+    import numpy as np
+    from fltutor.federation import sample_cohort
+    n, m, rounds = 8, 3, 4000
+    hits, pairs = np.zeros(n), np.zeros((n, n))
+    for r in range(rounds):
+        c = sample_cohort(7, m / n, n, r)
+        assert len(set(c.tolist())) == m
+        hits[c] += 1
+        pairs[np.ix_(c, c)] += 1
+    for rate, p in ((hits / rounds, m / n), (pairs[np.triu_indices(n, 1)] / rounds, m * (m - 1) / (n * (n - 1)))):
+        se = np.sqrt(p * (1 - p) / rounds)
+        assert np.all(np.abs(rate - p) < 4.5 * se), (rate, p, se)
