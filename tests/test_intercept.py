@@ -70,6 +70,7 @@ def test_method_intercept_gives_model_parameters_only_and_what_was_sent(name):
     assert set(got) <= set(g)
     for k, v in got.items():
         assert v.shape == g[k].shape
+        assert torch.equal(v, msg[k]), k          # the model the client sent, not the global one or a copy of it
     if name == "local":
         assert got == {} and msg == {}
     elif name == "fedper":
@@ -77,6 +78,7 @@ def test_method_intercept_gives_model_parameters_only_and_what_was_sent(name):
         assert head and set(got) == set(g) - set(head)
     else:
         assert set(got) == set(g)
+    assert name == "local" or any(not torch.equal(v, g[k]) for k, v in got.items())   # it trained: not the global
     for attr in ("message_holds", "client_keeps", "server_holds"):
         text = getattr(m, attr)
         assert isinstance(text, str) and text
