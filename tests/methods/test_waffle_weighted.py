@@ -193,3 +193,31 @@ def test_the_target_itself_turning_non_finite_still_stops_the_run():
     fed = _fed(_poisoned(_data(), 0), "logreg", rounds=2, target=0, nonfinite="set_aside")
     fed.run()
     assert fed.diverged[0]["round"] == 1 and fed.diverged[0]["where"] == "server step"
+
+
+def test_an_agent_set_aside_late_loses_the_weight_it_carried_and_the_rest_renormalize(monkeypatch):
+    """Agent 9 sends a non-finite model in round 3 only, after two rounds in which it had weight: the round's
+    weights are the mean of the two stored alpha^0 and this round's (Alg. 1 line 10) with agent 9's zeroed and the
+    rest rescaled to sum to 1, computed here from the stored alphas by hand."""
+    fed = _fed(_data(), "logreg", rounds=6, target=0, nonfinite="set_aside")
+    m = fed.methods[0]
+    original = m.client_update
+
+    def poison_round_3(job):
+        message, private, loss = original(job)
+        if job.round == 2:
+            rows = torch.as_tensor(job.clients == 9)
+            message = {k: torch.where(rows.view(-1, *[1] * (v.ndim - 1)), torch.full_like(v, float("nan")), v)
+                       for k, v in message.items()}
+        return message, private, loss
+    monkeypatch.setattr(m, "client_update", poison_round_3)
+    fed.run_round(), fed.run_round()
+    before = fed.server[0]["alpha_hist"].clone()                    # alpha^0 of rounds 1 and 2
+    assert float(before[:, 9].max()) > 0                            # agent 9 carried weight into round 3
+    entry = fed.run_round()[0]
+    a0 = fed.server[0]["alpha_hist"][1]                             # round 3's alpha^0, agent 9 left out
+    assert entry["set_aside"] == [9] and float(a0[9]) == 0.0
+    w = (before[0] + before[1] + a0) / 3
+    w[9] = 0.0
+    assert entry["weights"] == pytest.approx((w / w.sum()).tolist(), abs=1e-5)
+    assert fed.diverged[0] is None and all(torch.isfinite(v).all() for v in fed.run_params(0).values())
