@@ -116,3 +116,31 @@ def test_a_tiny_call_with_the_classic_lenet_tags_its_rows(probe, tmp_path, monke
     rows, _ = probe.results.read_table(tmp_path / "results" / "waffle_weighted", "scaffold_control")
     assert {r["model"] for r in rows} == {"lenet5_classic"}
     assert "lenet5_classic" in capsys.readouterr().out
+
+
+def test_a_probe_row_holds_what_the_same_cell_trained_alone_gives(probe, tmp_path, monkeypatch):
+    """The probe's best and final accuracy for Alice, against one Federation built here from the settings its
+    docstring names (LeNet-5, batch 32, one local epoch, every agent every round, option I, target 0, ΔΩ = 3.2)."""
+    import numpy as np
+    from fltutor.federation import Federation
+    from fltutor.scenarios import waffle_weighted_data
+    monkeypatch.setattr(probe.results, "RESULTS_DIR", tmp_path / "results")
+    probe.main(["--images", "64", "--test-images", "20", "--rounds", "3", "--seeds", "1", "--controls", "I",
+                "--methods", "waffle_weighted", "--lr", "0.05", "--out-root", str(tmp_path / "runs")])
+    rows, _ = probe.results.read_table(tmp_path / "results" / "waffle_weighted", "scaffold_control")
+    got = {r["metric"]: r["value"] for r in rows}
+    curve, _ = probe.results.read_table(tmp_path / "results" / "waffle_weighted", "scaffold_control_curves")
+    fd = waffle_weighted_data("mnist", "C", seed=1, max_train_per_agent=64)   # 2 steps: options I and II differ
+    rng = np.random.default_rng([1, 8])
+    fd = fd.with_parts(fd.train, [np.sort(rng.choice(t, size=min(len(t), 20), replace=False)) for t in fd.test])
+    fed = Federation("lenet5", fd, "waffle_weighted", rounds=3, local_epochs=1, batch_size=32, lr=0.05,
+                     client_fraction=1.0, control="I", target=0, delta_omega=3.2, seed=1, progress=False)
+    (hist,) = fed.run()
+    alice = [h["local_acc_per_client"][0] for h in hist if "local_acc_per_client" in h]
+    weights = [h["weights"][0] for h in hist]
+    assert len(alice) == 3 and not fed.diverged[0]
+    assert [r["value"] for r in curve if r["metric"] == "alice_acc"] == pytest.approx([round(a, 3) for a in alice])
+    assert [r["value"] for r in curve if r["metric"] == "alice_weight"] == pytest.approx([round(w, 5) for w in weights])
+    assert got["best_acc"] == pytest.approx(round(max(alice), 4))
+    assert got["final_acc"] == pytest.approx(round(alice[-1], 4))
+    assert got["diverged_round"] is None and {r["control"] for r in rows} == {"I"}

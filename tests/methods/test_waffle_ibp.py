@@ -401,3 +401,56 @@ def test_rounds_equal_a_per_layer_loop_on_a_cnn_with_four_factorized_layers():
             torch.testing.assert_close(fed.private[n][0], private[n], rtol=0, atol=1e-10)
         for n in glob:
             torch.testing.assert_close(fed.run_params(0)[n], glob[n], rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("factorization", ["appendix_a", "spatial"])
+def test_first_step_gradient_of_a_conv_layer_is_the_elbo_of_eq11(factorization):
+    """The same check on cnn_fashion's conv2 (the FMNIST model's second factorized layer): its kernel built densely
+    as sum_j b_j r_j (w_a[:, j] outer w_b[j]) reshaped to (out, in, k, k) (the spatial reading copies one k x k kernel
+    to every input channel), its b drawn from the second slice of the step's uniforms, and alpha = 0.8 x its own F (checked through the
+    update of the Kumaraswamy parameters c, d, since pi's gradient does not depend on alpha)."""
+    fs = 4
+    train, test = standin("fashionmnist", 120, seed=1), standin("fashionmnist", 40, train=False, seed=1)
+    data = scenarios.waffle_ibp_data("fashionmnist", "multimodal", seed=0, groups=[((1, 3, 5, 7, 9), 3), ((0, 2), 1)],
+                                     train_set=train, test_set=test)
+    lr, tau = 0.05, 2 / 3
+    fed = Federation("cnn_fashion", data, "waffle_ibp", device="cpu", dtype=DT, progress=False, rounds=1,
+                     client_fraction=0.25, local_epochs=1, batch_size=1000, lr=lr, seed=0, num_factors=fs,
+                     temperature=tau, kl_weight=1.0, conv_factorization=factorization)
+    assert fed.methods[0].widths == {"conv1": fs, "conv2": fs}
+    before = {n: v[0].clone() for n, v in fed.private.items()}
+    glob = {n: v.clone() for n, v in fed.run_params(0).items()}
+    (k,) = [int(c) for c in fed.sample_clients(0, 0)]
+    fed.run_round()
+    idx = torch.as_tensor(data.train[k])
+    g = client_generator(0, 0, k)
+    perm = torch.randperm(len(idx), generator=g)
+    u = torch.rand(1, 4 * fs, generator=g)[0].to(DT)      # [b: conv1 | conv2][v: conv1 | conv2]
+    q2 = {n: before[f"conv2.{n}"][k].clone().requires_grad_(True) for n in ("pi_logit", "log_c", "log_d")}
+    logits = {"conv1": before["conv1.pi_logit"][k], "conv2": q2["pi_logit"]}
+
+    def kernel(l, b, c_in):
+        w_a, w_b, r = glob[f"{l}.w_a"], glob[f"{l}.w_b"], glob[f"{l}.r"]
+        w = sum(b[j] * r[j] * torch.outer(w_a[:, j], w_b[j]) for j in range(fs))
+        return w.view(w.shape[0], 1, 5, 5).expand(-1, c_in, 5, 5) if factorization == "spatial" \
+            else w.view(w.shape[0], c_in, 5, 5)
+
+    h = data.x[idx[perm]].to(DT)
+    kl = 0.0
+    for i, (l, c_in) in enumerate((("conv1", 1), ("conv2", 16))):
+        u_b, u_v = u[i * fs:(i + 1) * fs], u[2 * fs + i * fs: 2 * fs + (i + 1) * fs]
+        b = torch.sigmoid((logits[l] + torch.log(u_b / (1 - u_b))) / tau)
+        h = F.max_pool2d(torch.relu(F.conv2d(h, kernel(l, b, c_in), glob[f"{l}.bias"], padding=2)), 2)
+        c, d = (q2["log_c"].exp(), q2["log_d"].exp()) if l == "conv2" else \
+            (before[f"{l}.log_c"][k].exp(), before[f"{l}.log_d"][k].exp())
+        pi_prior = torch.cumprod((1 - (1 - u_v) ** (1 / d)) ** (1 / c), 0)
+        q = torch.sigmoid(logits[l])
+        kl = kl + (q * torch.log(q / pi_prior) + (1 - q) * torch.log((1 - q) / (1 - pi_prior))).sum() \
+            + ibp.kl_kumaraswamy_beta(c, d, 0.8 * fs).sum()
+    out = h.flatten(1) @ glob["fc.weight"].T + glob["fc.bias"]
+    loss = F.cross_entropy(out, data.y[idx[perm]]) + kl / len(idx)
+    grads = dict(zip(q2, torch.autograd.grad(loss, list(q2.values()))))
+    for n, grad in grads.items():   # pi through b and the KL of b; c, d through v and the KL of v (where alpha enters)
+        torch.testing.assert_close(fed.private[f"conv2.{n}"][0, k], before[f"conv2.{n}"][k] - lr * grad,
+                                   rtol=0, atol=1e-9)
+        assert not torch.allclose(grad, torch.zeros_like(grad))
