@@ -407,8 +407,8 @@ def test_rounds_equal_a_per_layer_loop_on_a_cnn_with_four_factorized_layers():
 def test_first_step_gradient_of_a_conv_layer_is_the_elbo_of_eq11(factorization):
     """The same check on cnn_fashion's conv2 (the FMNIST model's second factorized layer): its kernel built densely
     as sum_j b_j r_j (w_a[:, j] outer w_b[j]) reshaped to (out, in, k, k) (the spatial reading copies one k x k kernel
-    to every input channel), its b drawn from the second slice of the step's uniforms, and alpha = 0.8 x its own F (checked through the
-    update of the Kumaraswamy parameters c, d, since pi's gradient does not depend on alpha)."""
+    to every input channel), its b drawn from the second slice of the step's uniforms, and alpha = 0.8 x its own F
+    (checked through the update of the Kumaraswamy parameters c, d, since pi's gradient does not depend on alpha)."""
     fs = 4
     train, test = standin("fashionmnist", 120, seed=1), standin("fashionmnist", 40, train=False, seed=1)
     data = scenarios.waffle_ibp_data("fashionmnist", "multimodal", seed=0, groups=[((1, 3, 5, 7, 9), 3), ((0, 2), 1)],
