@@ -38,11 +38,22 @@ from .methods.waffle_ibp import WaffleIBP
 from .models import make_model
 from .privacy import apply_shadow_attack, fit_shadow_attack, logit_attack, loss_threshold_attack
 
-__all__ = ["GUESSES", "METRICS", "Target", "attack_targets", "fit_missing", "fit_shadow", "train_evaluator",
+__all__ = ["GUESSES", "METRICS", "Target", "headline_target", "attack_targets", "fit_missing", "fit_shadow", "train_evaluator",
            "membership_rows", "inversion_rows", "audit"]
 
 GUESSES = ("prior", "ones", "update", "fitted", "true")   # weight-factorization WAFFLe's b, as the attacker fills it
 METRICS = ("accuracy", "f1", "auc", "tpr@1%fpr", "tpr@0.1%fpr")
+
+
+def headline_target(method: str) -> tuple[str, str]:
+    """(view, guess) of the row a summary table reports for ``method``: its intercepted message, with the guess an
+    attacker needs to query it (weight-factorization WAFFLe's b from the prior; FedPer's head fitted by a probe);
+    Local sends nothing, so its device is the only target."""
+    if method == "local":
+        return "client", ""
+    if method.startswith("waffle_ibp"):
+        return "message", "prior"
+    return "message", "probe" if method == "fedper" else ""
 
 
 @dataclass

@@ -9,21 +9,12 @@ from __future__ import annotations
 
 import argparse
 
-from fltutor import results
+from fltutor import audit, results
 
 COLUMNS = [("shadow", "accuracy", 100, "shadow acc"), ("shadow", "f1", 100, "shadow F1"),
            ("shadow", "auc", 100, "shadow AUC"), ("shadow", "tpr@1%fpr", 100, "TPR@1%FPR"),
            ("loss", "auc", 100, "loss AUC"), ("logit", "accuracy", 100, "logit acc"),
            ("inversion", "psnr", 1, "PSNR dB"), ("inversion", "attack_accuracy", 100, "inversion acc")]
-
-
-def view_of(name: str, method: str) -> tuple[str, str]:
-    """The target the table reports for a method: its message, with the guess an attacker needs."""
-    if method == "local":
-        return "client", ""
-    if method.startswith("waffle_ibp"):
-        return "message", "prior"
-    return "message", "probe" if method == "fedper" else ""
 
 
 def target_label(method: str, view: str, guess: str) -> str:
@@ -49,7 +40,7 @@ def main() -> None:
     method = {r["name"]: r["method"] for r in rows}
     # WAFFLe's message also with every factor switched on (a guess that needs no knowledge of the client), right
     # under its prior-b row; DP-FedAvg's released model after all the messages
-    views = [v for n in names for v in [(n, *view_of(n, method[n]))] + ([(n, "message", "ones")]
+    views = [v for n in names for v in [(n, *audit.headline_target(method[n]))] + ([(n, "message", "ones")]
                                                                          if method[n] == "waffle_ibp" else [])]
     views += [(n, "server", "") for n in names if method[n] == "dp_fedavg"]
     stats = results.summarize(rows, by=("name", "view", "guess", "attack", "metric"))

@@ -98,3 +98,12 @@ def test_membership_rows_see_a_memorising_model_and_not_an_untrained_one(pd):
     _, blind_rep = audit.membership_rows(model, blind, pd.fed, 0, shadow, seed=0)
     assert abs(blind_rep["loss"]["auc"] - 0.5) < 0.2                    # 20 + 20 queries: sd of the AUC ~ 0.09
     assert len(reports["logit"]["is_member"]) == len(reports["logit"]["scores"])
+
+
+def test_headline_target_names_the_row_each_summary_reports():
+    """Notebook 05's tables and scripts/privacy_table.py read the same (view, guess) per method from here."""
+    from fltutor.audit import headline_target
+    assert headline_target("local") == ("client", "")
+    assert headline_target("waffle_ibp") == headline_target("waffle_ibp_l1") == ("message", "prior")
+    assert headline_target("fedper") == ("message", "probe")
+    assert headline_target("fedavg") == headline_target("dp_fedavg") == ("message", "")
