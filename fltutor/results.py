@@ -235,11 +235,21 @@ def scales(meta: dict) -> str:
     return "; ".join(s if len(n) == 1 else f"{s} ({k} command{'s' * (k > 1)})" for s, k in n.items())
 
 
-def command_lines(meta: dict, path: str) -> list[str]:
+def command_lines(meta: dict, path: str, most: int | None = None) -> list[str]:
     """One line per command that wrote the table at ``path`` (as shown to a reader): its command, device, date,
-    commit, wall time and scale, so rows made by several commands are never shown with the newest one's alone."""
+    commit, wall time, scale (and note, if it has one), so rows made by several commands are never shown with the
+    newest one's alone. ``most``: a table written by more commands than that gets three lines instead: how many,
+    on which devices and at which scales (``devices``, ``scales``), from which date to which, and where the full
+    list is (the JSON's ``parts``), so a notebook does not open on a wall of command lines."""
+    parts = meta.get("parts") or [meta]
+    if most is not None and len(parts) > most:
+        dates = sorted(str(p.get("date") or "")[:10] for p in parts)
+        json_path = path[:-4] + ".json" if path.endswith(".csv") else path
+        return [f"{path}: {len(parts)} commands, {dates[0]} to {dates[-1]}, each listed with its device, commit and "
+                f"wall time under `parts` in {json_path}",
+                f"  devices: {devices(meta)}", f"  scales: {scales(meta)}"]
     return [f"{path}: {p.get('command')} | {p.get('device')} | {p.get('date')} | commit {str(p.get('commit'))[:10]} | "
-            f"{p.get('wall_s')} s | {p.get('scale', '')}" for p in meta.get("parts") or [meta]]
+            f"{p.get('wall_s')} s | {p.get('scale', '')}" + (f" | {p['note']}" if p.get("note") else "") for p in parts]
 
 
 def keep_parts(meta: dict, keep) -> dict:
@@ -347,14 +357,17 @@ def scale_label(meta: dict, *, holds: dict | None = None, **settings) -> str:
 
 
 def summarize_by_scale(rows: Sequence[dict], meta: dict, by: Sequence[str], metric: str, *,
-                       rounds_setting: str = "rounds", holds=None) -> list[tuple[dict, dict, str]]:
+                       rounds_setting: str = "rounds", holds=None, equal=None) -> list[tuple[dict, dict, str]]:
     """``summarize`` over ``by`` and the rows' ``rounds``, each group with the scale label (``scale_label``) of
     the command whose settings[``rounds_setting``] made it: a table holding one grid at the paper's rounds and
     a CPU-sized one at fewer never pools their seeds under one label. ``holds``: a function of a group (a dict)
-    giving ``scale_label``'s ``holds``, so each group takes the label of a command that ran it.
+    giving ``scale_label``'s ``holds``, so each group takes the label of a command that ran it; ``equal``: a
+    function of a group giving more settings the command must have recorded with exactly those values (e.g.
+    ``{"select_lr": False}`` for a row at a fixed learning-rate pair, which a grid-selecting command did not make).
     [(group as a dict, its stats, label)]."""
     keys = [*by, "rounds"]
-    return [(k, st, scale_label(meta, holds=holds(k) if holds else None, **{rounds_setting: k["rounds"]}))
+    return [(k, st, scale_label(meta, holds=holds(k) if holds else None, **(equal(k) if equal else {}),
+                                **{rounds_setting: k["rounds"]}))
             for key, st in sorted(summarize(rows, keys, metric).items(), key=lambda kv: str(kv[0]))
             for k in [dict(zip(keys, key))]]
 

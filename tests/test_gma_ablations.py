@@ -158,16 +158,17 @@ def tau_row(tau, seed, value):
             "aggregation": "GMA", "metric": "last10_global_acc", "value": value}
 
 
-def test_fig3d_best_tau_compares_the_taus_on_the_seeds_they_share():
-    """A τ half-way through its seeds must not win or lose by which seeds it has: the best τ is taken over the
-    seeds every τ has run. By hand: τ 0.2 ran seed 0 only (82); over both seeds τ 0.4 leads (83 against 81), but
-    on seed 0, the one all three share, τ 0 has 80, τ 0.4 has 81 and τ 0.2 has 82."""
+def test_fig3d_best_tau_leaves_out_a_tau_with_fewer_seeds():
+    """A τ half-way through its seeds must not decide the winner, nor shrink the comparison to its own seeds: the
+    best τ is taken among the τ with the most seeds, on the seeds they share. By hand: τ 0.2 ran seed 0 only (82,
+    the best single number); over both seeds τ 0.4 leads τ 0 (83 against 81), and τ 0.2 is named as left out."""
     gt = results.load_script("gma_table")
     rows = [tau_row(0.0, 0, 80.0), tau_row(0.0, 1, 82.0), tau_row(0.4, 0, 81.0), tau_row(0.4, 1, 85.0),
             tau_row(0.2, 0, 82.0)]
-    key, mean, seeds, more = gt.fig3d_best(rows)
-    assert (key[0], mean, seeds, more) == (0.2, 82.0, [0], [0.0, 0.4])
-    assert gt.fig3d_best(rows[:4])[:3] == ((0.4, 0.01, 1.0, 100), 83.0, [0, 1])
+    key, mean, seeds, left_out = gt.fig3d_best(rows)
+    assert (key[0], mean, seeds, left_out) == (0.4, 83.0, [0, 1], [0.2])
+    assert gt.fig3d_best(rows[:4])[:4] == ((0.4, 0.01, 1.0, 100), 83.0, [0, 1], [])
+    assert gt.fig3d_best([tau_row(0.0, 0, 80.0), tau_row(0.4, 1, 81.0)]) is None   # no seed in common: no verdict
     # a diverged seed (value None) takes its τ out of the running rather than counting as a number
     assert gt.fig3d_best([*rows[:3], tau_row(0.4, 1, None)])[0][0] == 0.0
     assert gt.fig3d_best([]) is None

@@ -448,6 +448,11 @@ def test_scales_and_command_lines_name_every_command_not_just_the_newest():
         f"t.csv: probe --images 480 | cpu | d1 | commit {'a' * 10} | 4.0 s | reduced scale: 480 images per agent",
         f"t.csv: probe --images 0 | cpu | d2 | commit {'b' * 10} | 4.0 s | full scale"]
     assert results.command_lines(small, "t.csv") == [results.command_lines(meta, "t.csv")[1]]   # no parts: itself
+    assert results.command_lines(meta, "t.csv", most=3) == results.command_lines(meta, "t.csv")
+    assert results.command_lines(meta, "t.csv", most=2) == [       # more commands than that: counted, not listed
+        "t.csv: 3 commands, d1 to d2, each listed with its device, commit and wall time under `parts` in t.json",
+        "  devices: cpu", "  scales: full scale (2 commands); reduced scale: 480 images per agent (1 command)"]
+    assert results.command_lines({**small, "note": "resumed"}, "t.csv")[0].endswith("| resumed")
 
 
 def test_code_dirty_ignores_the_results_tables_but_not_the_code(tmp_path):
@@ -488,3 +493,28 @@ def test_provenance_comments_fold_the_parts_of_one_job_into_one_line(tmp_path):
     assert lines == ["<!-- job | full | cpu | 1 to 3 (3 parts) | commit abc | 4.0 s in all of these processes "
                      "(2 finished cells reloaded) -->",
                      "<!-- other | full | cpu | 4 | commit abc | 1.0 s -->"]
+
+
+def test_a_fixed_pair_row_takes_the_label_of_the_command_that_ran_it_not_a_later_grid_selection(tmp_path):
+    """The same row and algorithm, first at one fixed pair, then with held-out grid selection (own/shared picks):
+    matching on setting and algorithm gave the fixed rows the newer grid command's label."""
+    def part(choice, select, note, date):
+        rows = [{"dataset": "fashionmnist", "skew": "label", "clients": 500, "algorithm": "fedavg", "aggregation": agg,
+                 "lr_choice": choice, "seed": s, "rounds": 200, "metric": "best_global_acc", "value": 80.0 + s}
+                for agg in ("AVG", "GMA") for s in (0, 1)]
+        meta = results.provenance(command=note, scale=f"{note}: details", settings={
+            "settings": [("fashionmnist", "label", 500)], "algorithms": ["fedavg"], "rounds": 200, "select_lr": select})
+        meta["date"] = date
+        results.write_table(tmp_path, "tables2_3", rows, meta, merge=True)
+    part("fixed", False, "one shared pair", "2026-01-01")
+    part("own", True, "grid-selected", "2026-01-02")
+    rows, meta = results.read_table(tmp_path, "tables2_3")
+    by = ["dataset", "skew", "clients", "algorithm", "aggregation", "lr_choice"]
+    holds = lambda k: {"settings": [k["dataset"], k["skew"], k["clients"]], "algorithms": k["algorithm"]}  # noqa: E731
+    equal = lambda k: {"select_lr": k["lr_choice"] != "fixed"}  # noqa: E731
+    got = {k["lr_choice"]: label for k, _, label in results.summarize_by_scale(rows, meta, by, "best_global_acc",
+                                                                                holds=holds, equal=equal)}
+    assert got == {"fixed": "one shared pair", "own": "grid-selected"}
+    loose = {k["lr_choice"]: label for k, _, label in results.summarize_by_scale(rows, meta, by, "best_global_acc",
+                                                                                  holds=holds)}
+    assert loose == {"fixed": "grid-selected", "own": "grid-selected"}   # the mislabel this guards against
