@@ -37,7 +37,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from fltutor import plots, results  # noqa: E402
+from fltutor import audit, plots, results  # noqa: E402
 from fltutor.results import load_script  # noqa: E402
 from fltutor.paper_tables import WAFFLE_IBP_TABLE1, WEIGHTED_WAFFLE_TABLE1  # noqa: E402
 from fltutor.partition import MULTIMODAL_PRESETS  # noqa: E402
@@ -349,7 +349,7 @@ def privacy_audit(folder: Path):
         util = results.summarize(rows, by=("name", "metric"), metric="mean_local_acc")
         bars, seeds = [], 0
         for name, m in method.items():
-            view, guess = table.view_of(name, m)
+            view, guess = audit.headline_target(m)
             a, u = auc.get((name, view, guess, "shadow", "auc")), util.get((name, "mean_local_acc"))
             if a and u and a["mean"] is not None and u["mean"] is not None:
                 seeds = max(seeds, a["n"])
