@@ -38,7 +38,8 @@ from .methods.waffle_ibp import WaffleIBP
 from .models import make_model
 from .privacy import apply_shadow_attack, fit_shadow_attack, logit_attack, loss_threshold_attack
 
-__all__ = ["GUESSES", "METRICS", "Target", "headline_target", "attack_targets", "fit_missing", "fit_shadow", "train_evaluator",
+__all__ = ["GUESSES", "METRICS", "Target", "headline_target", "attack_targets", "fit_missing", "fit_shadow",
+           "train_evaluator",
            "membership_rows", "inversion_rows", "audit"]
 
 GUESSES = ("prior", "ones", "update", "fitted", "true")   # weight-factorization WAFFLe's b, as the attacker fills it

@@ -4,10 +4,11 @@
 
 Table 10: one row per (server rate, client rate): AVG and GMA as mean ± sample sd over seeds of the best
 test accuracy over the rounds (and the last-10 mean), GMA − AVG, whether that is beyond the two sds
-added ("beyond both sds?", a strict test of unpaired means), and the paper's Table 10 values; a cell where any seed diverged says so instead of averaging the
-rest. Tables 2-3: one row per (setting, algorithm, learning-rate pair): the same, with GMA − AVG taken
-seed by seed (its own mean ± sd; "beyond its sd?" asks whether |mean| > sd, a weak test: t > √n, a
-two-sided p of 0.14 with 4 seeds and 0.23 with 3) beside the paper's lead. The mask probe (scripts/gma_mask_probe.py): one
+added ("beyond both sds?", a strict test of unpaired means), and the paper's Table 10 values; a cell
+where any seed diverged says so instead of averaging the rest. Tables 2-3: one row per (setting,
+algorithm, learning-rate pair): the same, with GMA − AVG taken seed by seed (its own mean ± sd;
+"beyond its sd?" asks whether |mean| > sd, a weak test: t > √n, a two-sided p of 0.14 with 4 seeds
+and 0.23 with 3) beside the paper's lead. The mask probe (scripts/gma_mask_probe.py): one
 row per (setting, trajectory): the per-round statistics averaged over the rounds, then the summed steps'
 ratio and cosine at the last round, each as mean ± sd over seeds. Each table's first line says how it was
 made and at what scale (a table merged from several commands names each); Table 10's rows at other rounds
@@ -548,7 +549,8 @@ def print_convex(rows: list[dict], meta: dict) -> None:
     by = ["skew", "lr", "rounds"]
     last, best, lead = last10_and_best(rows, by)
     print(*results.provenance_comments(meta), sep="\n")
-    print("| data | client lr | rounds | seeds | AVG last 10 | GMA last 10 | GMA − AVG, seed by seed | beyond its sd? | "
+    print("| data | client lr | rounds | seeds | AVG last 10 | GMA last 10 | GMA − AVG, seed by seed | "
+          "beyond its sd? | "
           "AVG best | GMA best | paper AVG / GMA (GMA − AVG) |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for key in sorted(lead):
@@ -694,9 +696,9 @@ def print_fig3d(rows: list[dict], meta: dict) -> None:
     best_tau = fig3d_best(rows)
     if best_tau:
         tau, mean, seeds, partial = best_tau
+        verb = "has" if len(partial) == 1 else "have"
         note = f" over seeds {', '.join(map(str, seeds))}" + (
-            f" (τ = {', '.join(f'{t:g}' for t in partial)} {'has' if len(partial) == 1 else 'have'} fewer seeds so far, "
-            "left out)" if partial else "")
+            f" (τ = {', '.join(f'{t:g}' for t in partial)} {verb} fewer seeds so far, left out)" if partial else "")
         print(f"\nGMA's best τ here by the last-10 mean{note}: {tau[0]:g} ({mean:.2f}; at client / server lr "
               f"{tau[1]:g} / {tau[2]:g}). The paper (label-skewed CIFAR-10, a plot without numbers) finds 0.4 best, "
               "lower τ underfitting and higher τ overfitting.")
