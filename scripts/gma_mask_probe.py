@@ -1,10 +1,12 @@
 """How much of the averaged update does GMA's soft mask let through, round by round, in a given setting?
 
     FLTUTOR_DATA=/path/to/datasets python scripts/gma_mask_probe.py                      # the defaults below
-    FLTUTOR_DATA=... python scripts/gma_mask_probe.py --setting fashionmnist 10 --rounds 10
+    FLTUTOR_DATA=... python scripts/gma_mask_probe.py --setting fashionmnist 10 --rounds-10 10
 
 Trains FedAvg-style FedOpt (server SGD) at Table 2's CPU protocol (``configs/03_table2_cpu.yaml``: batch 32,
-client lr 0.05, momentum 0.9, one local epoch, server rate 1, 10 clients a round) on label-skewed data, once
+client lr 0.05, momentum 0.9, one local epoch, server rate 1, 10 clients a round) on label-skewed data (a
+setting of 10 clients instead takes every client every round at ``--lr-10``, for ``--rounds-10`` rounds, on the
+first seed only), once
 with plain averaging (AVG) and once with GMA, and before every round reads the updates the round's cohort
 is about to send (``Federation.intercept``: the same batches the round then trains on). From them it
 records, for the server step that follows:

@@ -5,8 +5,9 @@
 
 GMA's Table 10 (Tenison et al. 2023, App. D.4) puts the best FedAvg accuracy on non-iid FMNIST (10 two-class
 clients, all every round, LeNet, client SGD with momentum 0.9, one local epoch) at client rates 0.05 and 0.1
-(87.8 and 88.3 at server rate 1). Our reduced-scale grid (results/gma/table10.csv) diverged at 0.1 for every
-server rate. The paper does not give its batch size or its input scaling, so this probe runs plain averaging
+(87.8 and 88.3 at server rate 1). Our grid (results/gma/table10.csv) diverged at 0.1 for every server
+rate at reduced scale (15 rounds), and at both 0.05 and 0.1 in round 1 at the paper's protocol (100 rounds,
+full data). The paper does not give its batch size or its input scaling, so this probe runs plain averaging
 (AVG, server SGD at ``--server-lr``) on the whole data over: client rate x momentum x batch size x input
 scaling, where the scaling is "standardized" (fltutor's default: the dataset's mean and std) or "unit"
 (pixels in [0, 1], torchvision's ``ToTensor()`` alone). The runs of one (scaling, batch size) train as one

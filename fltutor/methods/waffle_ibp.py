@@ -14,7 +14,8 @@ shared part is sent; the private selections stay with the client.
 Choices the paper leaves open (notebook 02 checks their effect): alpha = alpha_ratio * F per
 layer; concrete temperature 2/3; the KL of eq. 11 is scaled by 1/|D_i| per mini-batch, so each
 mini-batch loss (mean cross-entropy + KL/|D_i|) estimates -ELBO/|D_i|; private parameters start
-at the prior (pi_k = prior mean, c = alpha, d = 1, so Kumaraswamy(c, d) = Beta(alpha, 1) exactly); a seen client scores with
+at the prior (pi_k = prior mean, c = alpha, d = 1, so Kumaraswamy(c, d) = Beta(alpha, 1)
+exactly); a seen client scores with
 b_i = pi_i (the posterior mean), an unseen one with the prior mean (alpha / (1 + alpha))^k.
 Two more decide the result: the step rule of the private parameters (``selection_optimizer``,
 ``selection_lr``) and the KL's weight (``kl_weight``). The defaults are Algorithm 2 as
