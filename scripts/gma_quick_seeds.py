@@ -1,6 +1,6 @@
 """How far notebook 03's quick Table 10 lead can be trusted: its quick grid over more seeds, on each data source.
 
-    python scripts/gma_quick_seeds.py                                  # seeds 0-7, bundled data (~3 min, 2 cores)
+    python scripts/gma_quick_seeds.py                                  # seeds 0-7, bundled data
     python scripts/gma_quick_seeds.py --seeds 8 --sources bundled torchvision --data-root /path/to/datasets
 
 Notebook 03's quick run compares AVG and GMA on Table 10's setting (FMNIST, 10 two-class clients, client rate

@@ -10,7 +10,7 @@ client. The run's checkpoint is ``<out-root>/federations/mnist-multimodal-waffle
 named as notebook 02 names its WAFFLe Federation, so a rerun reloads it.
 
     FLTUTOR_DATA=/path/to/datasets python scripts/waffle_ibp_selection_probe.py
-    python scripts/waffle_ibp_selection_probe.py --quick      # bundled data, about a minute
+    python scripts/waffle_ibp_selection_probe.py --quick      # bundled data
 """
 from __future__ import annotations
 
