@@ -21,7 +21,8 @@ The paper tunes its learning rates and does not print the pair of these tables; 
 88.38) are its Table 6 cell (FMNIST non-iid, momentum 0.9); the nearest Table 10 cell, client rate 0.1 and server
 rate 1 (88.31 / 88.40), overflows in round 1 here at momentum 0.9 (README, Table 10). The default pair is
 the best one that trains at server rate 1 (``--lr 0.01``, ``--server-lr 1``). The runs of one N and E (AVG and
-GMA, every seed, every tau or momentum) train as one batched sweep and are cached under ``--out-root`` (default runs/gma_ablations): a killed job resumes, a finished one
+GMA, every seed, every tau or momentum) train as one batched sweep and are cached under ``--out-root`` (default
+runs/gma_ablations): a killed job resumes, a finished one
 is reloaded, and a run shared by two tables (10 clients, one epoch, momentum 0.9) trains once. Rows are merged into
 results/gma/ablations_full.csv (+ .json) after every such sweep, so a long job lands what finished; ``python
 scripts/gma_table.py`` prints them beside the paper's Tables 6, 8 and 9.
