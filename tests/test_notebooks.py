@@ -223,6 +223,20 @@ def test_notebook_02_refuses_a_bad_pfedme_rate_before_training(tmp_path):
     assert "pfedme_lr" in text and "Dinh et al. use 0.1" in text, text[-3000:]
 
 
+@pytest.mark.parametrize("params,expected", [
+    (("-p", "client_scale", "0"), "client_scale: got 0.0; expected a finite number > 0"),
+    (("-p", "sweep_rounds", "0"), "sweep_rounds: got 0; expected an integer >= 1"),
+    (("-p", "methods", "[weight_erosion]"), "methods: ['weight_erosion'] train every client every round, but "
+                                            "client_fraction=0.25"),
+    (("-p", "methods", "[]"), "methods: got []"),
+])
+def test_notebook_01_refuses_bad_settings_before_training(tmp_path, params, expected):
+    """client_scale 0 used to run the whole notebook on 2 clients without a word, sweep_rounds 0 was reported as
+    "rounds", and a full-participation method or an empty list failed only after three training cells."""
+    text = _refused_before_training(tmp_path, "01", *params)
+    assert expected in text, text[-3000:]
+
+
 def test_notebook_05_runs_a_method_subset_without_fedavg_or_waffle_and_records_the_command(tmp_path):
     """The privacy audit of one method at a time (pFedMe was audited so, -p methods "[pfedme]"): the gradient
     inversion section compares FedAvg with WAFFLe and is skipped, not a KeyError after every federation has
