@@ -8,6 +8,7 @@ also the released global model), each attack's mean ± sample sd over seeds, and
 from __future__ import annotations
 
 import argparse
+from statistics import mean, stdev
 
 from fltutor import audit, results
 
@@ -24,6 +25,44 @@ def target_label(method: str, view: str, guess: str) -> str:
     if guess == "ones" or (guess == "prior" and method == "waffle_ibp_l1"):
         guess = "prior, b = 1" if guess == "prior" else "b = 1"
     return f"{view} ({guess})"
+
+
+PAIRED = [("shadow", "auc", 100, "shadow AUC"), ("loss", "auc", 100, "loss AUC"), ("inversion", "psnr", 1, "PSNR dB"),
+          ("inversion", "attack_accuracy", 100, "inversion acc")]
+GUESSES = [("prior", "prior mean"), ("ones", "b = 1"), ("update", "read from the update"),
+           ("fitted", "fitted to the message"), ("true", "the client's true b")]
+
+
+def paired_block(rows: list[dict]) -> None:
+    """WAFFLe's message minus FedAvg's, seed by seed, for each b the attacker puts in. Within a seed both are
+    attacked with the same data split, shadow models, judge and queries, so the spread of the per-seed difference
+    is the one that says whether WAFFLe leaks less; the table's two separate sds are wider."""
+    val = {}
+    for r in rows:
+        if r["view"] == "message" and (r["method"], r["guess"] or "") in {("fedavg", "")} | {
+                ("waffle_ibp", g) for g, _ in GUESSES}:
+            val[(r["method"], r["guess"] or "", r["attack"], r["metric"], r["seed"])] = r["value"]
+    lines = []
+    for guess, label in GUESSES:
+        cells, any_seed = [], False
+        for attack, metric, scale, _ in PAIRED:
+            d = [(val[("waffle_ibp", guess, attack, metric, s)] - v) * scale
+                 for (m, g, a, k, s), v in val.items() if (m, g, a, k) == ("fedavg", "", attack, metric)
+                 and v is not None and val.get(("waffle_ibp", guess, attack, metric, s)) is not None]
+            if not d:
+                cells.append("–")
+                continue
+            any_seed = True
+            sd = f" ± {stdev(d):.2f}" if len(d) > 1 else ""
+            cells.append(f"{round(mean(d), 2) + 0.0:+.2f}{sd} (lower in {sum(x < 0 for x in d)} of {len(d)})")
+        if any_seed:
+            lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    if lines:
+        print("\nWAFFLe's message minus FedAvg's, seed by seed (mean ± sd of the per-seed difference; the seeds share "
+              "data, shadows, judge and queries):\n")
+        print("| b the attacker puts in | " + " | ".join(c[3] for c in PAIRED) + " |")
+        print("|---|" + "---|" * len(PAIRED))
+        print(*lines, sep="\n")
 
 
 def main() -> None:
@@ -62,12 +101,13 @@ def main() -> None:
         cells.append(f"{u['mean']:.1f}" + (f" ± {u['sd']:.1f}" if u["sd"] is not None else "") if u else "–")
         cells.append(str(seeds))
         print("| " + " | ".join(cells) + " |")
+    paired_block(rows)
     ev = results.summarize(rows, by=("metric",), metric="evaluator_acc").get(("evaluator_acc",))
     print()   # every command that wrote rows here (pFedMe was audited by a run of its own), then the judge
     for p in meta.get("parts") or [meta]:
         dirty = " (uncommitted edits)" if p.get("dirty") else ""
         print(f"{p.get('command')} | {p.get('device')} | {p.get('date')} | commit {str(p.get('commit'))[:10]}{dirty}"
-              f" | {p.get('wall_s')} s")
+              f" | {p.get('wall_s')} s" + (f" | {p['note']}" if p.get("note") else ""))
     if ev:
         print(f"evaluation classifier {ev['mean']:.2f} % (mean over the seeds' rows)")
 

@@ -29,3 +29,22 @@ def test_waffle_ibp_shows_the_b_equals_one_guess_under_its_prior_row_and_l1_name
     assert [c[:2] for c in cells] == [["waffle_ibp", "message (prior)"], ["waffle_ibp", "message (b = 1)"],
                                       ["waffle_ibp_l1", "message (prior, b = 1)"], ["fedavg", "message"]]
     assert [c[2] for c in cells] == ["52.0 ± 2.8", "56.0 ± 1.4", "53.0 ± 0.0", "52.0 ± 0.0"]   # mean, sample sd (%)
+
+
+def test_paired_block_is_waffles_message_minus_fedavgs_seed_by_seed(mod, capsys):
+    """Three seeds by hand: WAFFLe (prior b) minus FedAvg shadow AUC = -0.02, -0.01, +0.00 -> -1.00 ± 1.00 (x100),
+    lower in 2 of 3; a guess with no rows and a metric with no rows show as absent, not as zero."""
+    def row(method, guess, seed, v, metric="auc"):
+        return {"dataset": "mnist", "name": method, "method": method, "seed": seed, "view": "message", "guess": guess,
+                "client": 0, "attack": "shadow", "metric": metric, "value": v}
+    rows = ([row("fedavg", "", s, v) for s, v in enumerate([0.55, 0.53, 0.50])]
+            + [row("waffle_ibp", "prior", s, v) for s, v in enumerate([0.53, 0.52, 0.50])]
+            + [row("fedavg", "", 0, 0.9, "accuracy"), row("waffle_ibp", "prior", 0, 0.1, "accuracy")])
+    mod.paired_block(rows)
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.startswith("| prior mean"))
+    assert [c.strip() for c in line.strip("|").split("|")] == ["prior mean", "-1.00 ± 1.00 (lower in 2 of 3)", "–",
+                                                                "–", "–"]
+    assert "| b = 1 |" not in out
+    mod.paired_block([row("fedavg", "", 0, 0.5)])   # nothing of WAFFLe's: no block at all
+    assert capsys.readouterr().out == ""
