@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
+import math
 import os
 import re
 import sys
@@ -225,7 +226,8 @@ def check_value(stem: str, name: str, value, spec: dict, origin: str):
         kind = "a mapping (': ' starts one)" if isinstance(value, dict) else "a list ('[' or '- ' starts one)"
         hint = f" YAML read the text as {kind}; put it in double quotes inside the shell's: -p {name} '\"...\"'."
     elif isinstance(value, str) and base in ("int", "float") and _looks_numeric(value):
-        hint = " A quoted number is text; write it without quotes."
+        hint = (" A quoted number is text; write it without quotes." if math.isfinite(float(value)) else
+                " NaN and infinity are never allowed (YAML reads nan and inf as text).")
     raise CLIError(f"{origin}: {stem} parameter {name!r} got {describe(value)}; expected {_expected(base, optional)} "
                    f"(its default is {spec['default']}).{hint} Nothing was run.")
 

@@ -47,7 +47,9 @@ def _looks_numeric(s: str) -> bool:
 
 def _type_error(name: str, value, expected: str, hint: str = "") -> SettingError:
     extra = ""
-    if isinstance(value, str) and _looks_numeric(value):
+    if isinstance(value, str) and _looks_numeric(value) and not math.isfinite(float(value)):
+        extra = " NaN and infinity are never allowed."
+    elif isinstance(value, str) and _looks_numeric(value):
         extra = (" A number written as text is refused, not guessed: pass the number itself. (PyYAML reads "
                  "1e-3 as a string; write 1.0e-3 in YAML, or use fltutor's config loader, which reads it as a float.)")
     elif isinstance(value, (bool, np.bool_)):

@@ -323,9 +323,9 @@ class Federation:
                         raise ValueError(f"sweep: {k} differs between runs ({v0!r} vs {v!r}), but a sweep's runs "
                                          "must share every non-numeric setting; run them separately")
                     continue
+                also = f" and the method's server-only settings {server_only}" if server_only else ""
                 raise ValueError(f"sweep: {k} differs between runs ({v0!r} vs {v!r}); a sweep's runs may differ "
-                                 f"only in floats, {SWEEPABLE_INTS} and the method's server-only settings "
-                                 f"{server_only}. Run separate sweeps for each {k}")
+                                 f"only in floats and {SWEEPABLE_INTS}{also}. Run separate sweeps for each {k}")
 
     def _clients_side(self, i: int) -> Method:
         """Run i's method as the batched clients' step of a round sees it: the server-only settings in which
@@ -663,6 +663,8 @@ def sweep(model, data, method: str, runs: Sequence[dict], *, out_root=None, labe
     ``fresh``: ignore finished cells and checkpoints and train every run from the start.
     """
     runs = [dict(r) for r in runs]
+    if not runs:   # as Federation refuses it: an empty sweep would return [] and look like a finished one
+        raise ValueError("runs: a sweep needs at least one run (one dict of settings per run); got []")
     datas = list(data) if isinstance(data, (list, tuple)) else [data] * len(runs)
     model_name = model if isinstance(model, str) else type(model).__name__
     flats = []

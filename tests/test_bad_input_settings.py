@@ -146,6 +146,8 @@ def test_sweep_refuses_bad_settings_before_training(fed, tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="^lr: got"):
         sweep("mlp", fed, "fedavg", [{"lr": 0.1}, {"lr": "0.2"}], out_root=tmp_path, device="cpu", progress=False)
     assert not (tmp_path / "cells").exists() or not list((tmp_path / "cells").glob("*/results.json"))
+    with pytest.raises(ValueError, match=r"^runs: a sweep needs at least one run .*got \[\]"):   # not a silent []
+        sweep("mlp", fed, "fedavg", [], out_root=tmp_path, device="cpu", progress=False)
 
 
 SCENARIO_BAD = [

@@ -176,6 +176,7 @@ def test_a_name_some_notebooks_lack_goes_only_to_the_others():
     ("rounds", "true", "got True (a bool); expected an integer"),
     ("lr", "abc", "got the string 'abc'; expected a finite number"),
     ("lr", "'1e-3'", "A quoted number is text"),
+    ("lr", "nan", "NaN and infinity are never allowed"),   # YAML reads nan as text; it was told to drop quotes
     ("lr", ".nan", "got nan; expected a finite number"),
     ("lr", "null", "got None; expected a finite number"),
     ("verbose", "1", "got 1; expected true or false"),

@@ -341,7 +341,8 @@ def test_unknown_setting_names_it_and_lists_the_allowed_ones(tmp_path, fed, monk
 
 
 @pytest.mark.parametrize("method,extra,runs,match", [
-    ("fedavg", {}, [dict(batch_size=10), dict(batch_size=20)], "batch_size differs between runs"),
+    ("fedavg", {}, [dict(batch_size=10), dict(batch_size=20)], r"batch_size differs between runs .*\('seed', "
+                                                               r"'local_epochs', 'target', 'personal_layers'\)\. Run"),
     ("fedopt", {}, [dict(server_opt="sgd"), dict(server_opt="adam")],
      r"server_opt differs between runs .* server-only settings \('aggregation',\)"),
     ("fedadam", {}, [dict(server_opt="adam"), dict(server_opt="yogi")], "server_opt differs"),
