@@ -107,7 +107,7 @@ def main() -> None:
     for p in meta.get("parts") or [meta]:
         dirty = " (uncommitted edits)" if p.get("dirty") else ""
         print(f"{p.get('command')} | {p.get('device')} | {p.get('date')} | commit {str(p.get('commit'))[:10]}{dirty}"
-              f" | {p.get('wall_s')} s" + (f" | {p['note']}" if p.get("note") else ""))
+              f" | {p.get('wall_s')} s" + "".join(f" | {p[k]}" for k in ("note", "command_note") if p.get(k)))
     if ev:
         print(f"evaluation classifier {ev['mean']:.2f} % (mean over the seeds' rows)")
 
