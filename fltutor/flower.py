@@ -20,7 +20,8 @@ of round r is ``fltutor.federation.sample_cohort`` over partition ids; the strat
 Flower node holds which partition with one query message before the first round.
 
 Launch: ``run_in_simulation`` (a notebook-friendly wrapper of Flower's simulation runtime; Flower
-now recommends ``flwr run`` from the CLI, which the app in ``fltutor/flower_app`` serves).
+now recommends ``flwr run`` from the CLI, which the app of ``flower_app/pyproject.toml`` serves: its
+code is ``fltutor/flower_app.py``).
 """
 from __future__ import annotations
 
@@ -76,6 +77,9 @@ class Task:
             raise ValueError(f"{self.method}: every client trains every round; set client_fraction=1, "
                              f"got {self.config.client_fraction}")
         check_model_fits(self.model, [self.data], self.config.seed)
+        # build the method's network once (as Federation does): a model the method has no version of (e.g.
+        # waffle_ibp's factorized twins) is refused here, by name, rather than when a strategy or client starts
+        self.new_method().build_model(self.model, self.config.seed)
 
     @property
     def num_clients(self) -> int:
@@ -227,7 +231,8 @@ class CohortMixin:
                 time.sleep(0.5)          # SuperNodes may still be connecting
             if len(ids) != n:
                 raise ValueError(f"num-supernodes: the federation has {len(ids)} nodes but the task has {n} clients; "
-                                 f"start {n} SuperNodes (or options.num-supernodes = {n})")
+                                 f"start {n} SuperNodes (a local simulation: flwr federation simulation-config "
+                                 f"--num-supernodes {n})")
             ask = RecordDict({"config": ConfigRecord({"task": self.name})})
             replies = grid.send_and_receive([Message(ask, message_type="query", dst_node_id=i) for i in ids])
             nodes = {}

@@ -172,6 +172,20 @@ def test_task_refuses_partial_participation_for_full_participation_methods():
         F.Task("mlp", small_data(), "waffle_weighted", dict(BASE, client_fraction=0.5))
 
 
+def test_task_refuses_a_model_the_method_cannot_build():
+    """waffle_ibp trains a factorized twin of the model; lenet5_cifar has none. Task says so when it is built
+    (before a Flower run starts), naming the model and the models it could use, and takes one of those."""
+    g = torch.Generator().manual_seed(0)
+    n = 60
+    x, y = torch.randn(n, 3, 32, 32, generator=g), torch.arange(n) % 10
+    tr, te = partition.split_train_test(partition.shards(y.numpy(), 5, 2, seed=0), 0.25, seed=0)
+    cifar_like = FederatedData(x, y, tr, te, x[:10], y[:10])
+    with pytest.raises(ValueError, match=r"'lenet5_cifar'.*\['cnn_cifar', 'cnn_fashion', 'mlp'\]"):
+        F.Task("lenet5_cifar", cifar_like, "waffle_ibp", BASE)
+    F.Task("lenet5_cifar", cifar_like, "fedavg", BASE)      # the baseline model itself is fine
+    F.Task("cnn_cifar", cifar_like, "waffle_ibp", BASE)     # and so is a model with a factorized twin
+
+
 def test_flower_strategy_names_what_flower_has():
     task = F.Task("mlp", small_data(), "fedadam", BASE)
     with pytest.raises(ValueError, match="MethodStrategy.*fedavg"):
