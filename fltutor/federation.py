@@ -368,8 +368,10 @@ class Federation:
         r = self.round
         live = self.live
         cohorts = [self.sample_clients(i, r) for i in live]
-        job, offsets = self._job(live, cohorts)
         m0 = self._clients_side(live[0])
+        # who trains: the cohort, or every client when the method says so (then rows lo + k are client k's)
+        every = m0.trains_every_client
+        job, offsets = self._job(live, [np.arange(self.N)] * len(live) if every else cohorts)
         runs_t, clients_t, sizes, batches = job.runs, job.clients, job.sizes, job.batches
         message, new_private, loss = self._client_update(m0, job)
         for k, v in new_private.items():   # private state stays with the clients
@@ -385,17 +387,23 @@ class Federation:
             lo, hi = offsets[j], offsets[j + 1]
             e = {"round": r + 1, "clients": cohorts[j].tolist(), "train_loss": float(loss[lo:hi].mean())}
             entries[i] = e
-            if bad[lo:hi].any():
-                if not self.methods[i].sets_aside_nonfinite or bad[lo:hi].all():
-                    self.diverged[i] = {"round": r + 1, "client": int(cohorts[j][int(np.argmax(bad[lo:hi]))]),
+            if every and bad[lo:hi].any():   # a client that trained but was not sampled still broke the run
+                self.diverged[i] = {"round": r + 1, "client": int(np.argmax(bad[lo:hi])), "where": "local training"}
+                continue
+            # the rows that reach the server: the run's rows, or the cohort's among every client's
+            rows = torch.as_tensor(lo + cohorts[j], device=self.device) if every else slice(lo, hi)
+            bad_j = bad[lo:hi][cohorts[j]] if every else bad[lo:hi]
+            if bad_j.any():
+                if not self.methods[i].sets_aside_nonfinite or bad_j.all():
+                    self.diverged[i] = {"round": r + 1, "client": int(cohorts[j][int(np.argmax(bad_j))]),
                                         "where": "local training"}
                     continue
-                e["set_aside"] = cohorts[j][bad[lo:hi]].tolist()   # the method leaves them out of its step
-                e["train_loss"] = float(loss[lo:hi][torch.as_tensor(~bad[lo:hi], device=loss.device)].mean())
-            rnd = Round(cohorts[j], sizes[lo:hi], batches.n_steps[lo:hi], r, self.N,
-                        finite=torch.as_tensor(~bad[lo:hi], device=self.device))
+                e["set_aside"] = cohorts[j][bad_j].tolist()   # the method leaves them out of its step
+                e["train_loss"] = float(loss[lo:hi][torch.as_tensor(~bad_j, device=loss.device)].mean())
+            rnd = Round(cohorts[j], sizes[rows], batches.n_steps[rows], r, self.N,
+                        finite=torch.as_tensor(~bad_j, device=self.device))
             g = {k: v[i] for k, v in self.global_params.items()}
-            new = self.methods[i].aggregate(g, self.server[i], {k: v[lo:hi] for k, v in message.items()}, rnd)
+            new = self.methods[i].aggregate(g, self.server[i], {k: v[rows] for k, v in message.items()}, rnd)
             if not all(bool(torch.isfinite(t).all()) for t in new.values()):
                 self.diverged[i] = {"round": r + 1, "client": None, "where": "server step"}
                 continue

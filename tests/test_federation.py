@@ -88,6 +88,8 @@ SWEEPS = {
     "scaffold": ("scaffold", {}, grid(seed=[0, 1], lr=[0.02, 0.05])),
     "waffle_ibp_kl_weight": ("waffle_ibp", WAFFLE, grid(kl_weight=[1.0, 0.1], seed=[0, 1])),
     "fedper_local_epochs": ("fedper", {}, [dict(seed=0, local_epochs=1), dict(seed=1, local_epochs=2)]),
+    # every client trains, only the cohort is averaged: each run's cohort rows are picked out of N rows per run
+    "pfedme_train_all": ("pfedme", dict(pfedme_train_all=True), grid(seed=[0, 1], lr=[0.02, 0.05])),
 }
 
 

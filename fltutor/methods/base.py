@@ -131,6 +131,9 @@ class Method:
     Params: type = None           # the method's parameters dataclass
     sends: tuple[str, ...] = ()   # prefixes of the server-state tensors a client receives besides the model
     full_participation = False    # True: every client must train every round (client_fraction = 1)
+    # True: every client trains every round (its private state moves), but only the sampled cohort's messages
+    # reach ``aggregate`` (pFedMe's Alg. 1); the cost of a round is then that of N clients, not C * N
+    trains_every_client = False
     # True: a client whose training turns non-finite is set aside (its message still goes to ``aggregate``,
     # which must leave it out) instead of stopping the run; the round's history lists it under "set_aside"
     sets_aside_nonfinite = False

@@ -6,6 +6,12 @@ authors' code), then its local copy of the global model moves w <- w - lr lam (w
 The server mixes w <- (1 - beta) w + beta avg(w_i), the average weighted by training samples
 as in the authors' code (Alg. 1 writes the plain mean over the sampled clients). A client
 scores with its own theta (the global model until it has trained once).
+
+Who trains: in Alg. 1 (and the authors' code) every client trains every round and the server then
+samples whose w_i it averages, so every theta moves every round. ``pfedme_train_all=True`` does that
+(a round then costs N clients' training, not C * N). The default, False, trains only the sampled
+cohort, as every other method here does: each theta moves only in the rounds its client is drawn.
+The package's pFedMe tables so far ran with the default.
 """
 from __future__ import annotations
 
@@ -25,6 +31,7 @@ class PFedMeParams:
     pfedme_steps: int = 5         # K inner steps on theta per mini-batch
     pfedme_lr: float = 0.1        # personal learning rate of the inner problem
     pfedme_beta: float = 1.0      # server mixing
+    pfedme_train_all: bool = False  # True: every client trains every round, the sampled ones are averaged (Alg. 1)
 
     def __post_init__(self):
         check_fields(self, {"pfedme_steps": dict(low=1, hint="Dinh et al. use 5"),
@@ -40,6 +47,10 @@ class PFedMe(Method):
     clips_gradients = False       # its own local step rule (grad_clip_norm is refused)
     message_holds = "the client's local copy w of the global model, after training"
     client_keeps = "its data and its personal model theta"
+
+    @property
+    def trains_every_client(self) -> bool:
+        return self.params.pfedme_train_all
 
     def init_private(self, global_params, num_clients):
         return {f"theta.{k}": v.unsqueeze(0).repeat(num_clients, *([1] * v.ndim)) for k, v in global_params.items()}

@@ -28,8 +28,9 @@ def _federation(fed, **kw):
 
 
 def pfedme_reference(fed, *, pfedme_lambda, pfedme_steps, pfedme_lr, pfedme_beta, rounds, client_fraction,
-                     local_epochs, batch_size, lr, seed):
-    """Yields (global model, {client: theta}) after every round."""
+                     local_epochs, batch_size, lr, seed, pfedme_train_all=False):
+    """Yields (global model, {client: theta}) after every round. pfedme_train_all: Alg. 1 as written, every
+    client trains every round and only the sampled ones' w_i are averaged."""
     lam = pfedme_lambda
     model = make_model("mlp", seed=seed).double()
     x, y = fed.x.double(), fed.y
@@ -37,7 +38,8 @@ def pfedme_reference(fed, *, pfedme_lambda, pfedme_steps, pfedme_lr, pfedme_beta
     thetas = {}
     for r in range(rounds):
         local, sizes = [], []
-        for k in _cohort(seed, r, fed.num_clients, client_fraction):
+        sampled = _cohort(seed, r, fed.num_clients, client_fraction)
+        for k in range(fed.num_clients) if pfedme_train_all else sampled:
             idx = torch.as_tensor(fed.train[k])
             wl = {n: t.clone() for n, t in w.items()}
             theta = {n: t.clone() for n, t in w.items()}
@@ -50,7 +52,8 @@ def pfedme_reference(fed, *, pfedme_lambda, pfedme_steps, pfedme_lr, pfedme_beta
                     theta = {n: th[n].detach() - pfedme_lr * (grads[n] + lam * (th[n].detach() - wl[n])) for n in th}
                 wl = {n: wl[n] - lr * lam * (wl[n] - theta[n]) for n in wl}
             thetas[int(k)] = theta
-            local.append(wl), sizes.append(len(idx))
+            if k in sampled:
+                local.append(wl), sizes.append(len(idx))
         avg = {n: sum(s * p[n] for s, p in zip(sizes, local)) / sum(sizes) for n in w}
         w = {n: (1 - pfedme_beta) * w[n] + pfedme_beta * avg[n] for n in w}
         yield w, dict(thetas)
@@ -59,6 +62,7 @@ def pfedme_reference(fed, *, pfedme_lambda, pfedme_steps, pfedme_lr, pfedme_beta
 @pytest.mark.parametrize("kw", [
     {},
     dict(pfedme_lambda=5.0, pfedme_steps=2, pfedme_lr=0.05, pfedme_beta=1.5, local_epochs=2),
+    dict(pfedme_train_all=True),
 ])
 def test_every_round_equals_the_hand_written_inner_loop(kw):
     fed = _fed()
@@ -73,7 +77,10 @@ def test_every_round_equals_the_hand_written_inner_loop(kw):
             for n in w:
                 want = thetas[c][n] if c in thetas else w[n]
                 torch.testing.assert_close(em.params[n][c], want, rtol=1e-10, atol=1e-10)
-    assert 0 < len(thetas) < fed.num_clients  # both kinds of client are checked
+    if kw.get("pfedme_train_all"):   # every theta moved, though a quarter of the clients reach the server
+        assert len(thetas) == fed.num_clients and fl.seen[0].all()
+    else:
+        assert 0 < len(thetas) < fed.num_clients  # both kinds of client are checked
 
 
 def test_beta_mixes_old_and_averaged_models():
@@ -109,7 +116,7 @@ def test_unseen_clients_score_with_the_global_model():
 
 @pytest.mark.parametrize("kw", [dict(pfedme_steps=0), dict(pfedme_steps=True), dict(pfedme_steps=2.0),
                                 dict(pfedme_lambda=0.0), dict(pfedme_lr=-0.1), dict(pfedme_beta=2.5),
-                                dict(pfedme_beta=0.0)])
+                                dict(pfedme_beta=0.0), dict(pfedme_train_all=1)])
 def test_bad_parameters_are_rejected(kw):
     with pytest.raises(ValueError, match="pfedme"):
         PFedMeParams(**kw)
