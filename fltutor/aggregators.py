@@ -101,7 +101,9 @@ def waffle_weights(updates, target: int, round: int, total_rounds: int, *,
     others = torch.ones(n, dtype=torch.bool, device=u.device)
     others[target] = False
     d_max, d_min = d[others].max(), d[others].min()
-    if d_max <= 0:  # every update equals the target's: nothing tells the agents apart
+    if d_max <= 0 or d_max == d_min:
+        # every update equals the target's, or every other agent is as far from it (always so with two agents):
+        # the distances tell the agents apart from none of the others, and lines 5-6 divide 0 by 0. Equal weights.
         return torch.full((n,), 1.0 / n, dtype=torch.float64, device=u.device)
     omega = omega_schedule(round, total_rounds, delta_omega)
     d_star = d_min * (1 - (d_max - d_min) / d_max * (1 - omega))

@@ -69,6 +69,13 @@ def test_waffle_omega_at_its_closed_form_points():
     assert float(A.omega_schedule(100, 100, 2.0)) == pytest.approx(1 / (1 + math.exp(2.0)), rel=1e-12)
 
 
+def test_waffle_weights_with_every_other_agent_equally_far_is_equal_weights_not_nan():
+    """Two agents (or others all at one distance): Alg. 1's d* = d_min = d_max, and lines 5-6 divide 0 by 0."""
+    two = A.waffle_weights({"w": torch.tensor([[0.0, 0.0], [3.0, 4.0]])}, 0, 1, 100)
+    ring = A.waffle_weights({"w": torch.tensor([[0.0, 0.0], [5.0, 0.0], [0.0, 5.0], [3.0, 4.0]])}, 0, 10, 100)
+    assert two.tolist() == [0.5, 0.5] and ring.tolist() == [0.25] * 4
+
+
 def test_waffle_weights_at_half_time_with_a_target_in_the_middle():
     """By hand, target 2 of 4 at r = R/2 (Psi = 1/2), 1-d updates 3, 0, 1, -1: distances 2, 1, 0, 2, so dM = 2,
     dm = 1 and d* = 1 (1 - (2 - 1)/2 (1 - 1/2)) = 0.75; alpha = max(1/2 - (d - 0.75)/1.25, 0) = 0, 0.3, 0.5, 0,

@@ -23,9 +23,11 @@ REGISTRY: dict[str, tuple[str, str, dict]] = {
     "dp_fedavg": ("dp_fedavg", "DPFedAvg", {}),
     "qffl": ("qffl", "QFFL", {}),
     "fedopt": ("fedopt", "FedOpt", {}),
-    "fedadagrad": ("fedopt", "FedOpt", {"server_opt": "adagrad"}),
-    "fedadam": ("fedopt", "FedOpt", {"server_opt": "adam"}),
-    "fedyogi": ("fedopt", "FedOpt", {"server_opt": "yogi"}),
+    # an adaptive server steps by up to ~server_lr per coordinate wherever the update outgrows eps (m / (sqrt(v) +
+    # eps)), so FedAvg's rate 1 would move weights by ~0.5 in round one; Reddi et al. tune it per task, well below 1
+    "fedadagrad": ("fedopt", "FedOpt", {"server_opt": "adagrad", "server_lr": 0.01}),
+    "fedadam": ("fedopt", "FedOpt", {"server_opt": "adam", "server_lr": 0.01}),
+    "fedyogi": ("fedopt", "FedOpt", {"server_opt": "yogi", "server_lr": 0.01}),
     "scaffold": ("scaffold", "Scaffold", {}),
     "local": ("local", "Local", {}),
     "fedper": ("fedper", "FedPer", {}),

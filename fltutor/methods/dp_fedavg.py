@@ -23,6 +23,10 @@ Deviations from the paper, all named:
   cohort size varies; this package samples a fixed-size cohort of m clients without
   replacement. The fixed denominator m equals the cohort size here, and ``epsilon`` (which
   assumes Poisson sampling) is the usual approximation with q = m / N, not an exact bound.
+- Local steps: the paper's client projects its model back into the S-ball around w after every
+  mini-batch step (Alg. 1, UserUpdateFedAvg: theta <- theta_0 + ClipFn(theta - theta_0)); here the
+  client trains as in FedAvg and clips its update once, at the end. The message's sensitivity is S
+  either way, so epsilon is the same; the trained models differ whenever a path leaves the ball.
 - Weights: uniform (w_k = 1); the paper also allows capped per-user weights min(n_k / w_hat, 1).
   Per-layer clipping (the paper's other ClipFn) is not implemented.
 - Accounting: the paper uses the moments accountant; opacus's RDP accountant computes the same

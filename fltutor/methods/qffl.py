@@ -3,6 +3,11 @@
 Clients train as in FedAvg and also report F_k, their training loss under the model they
 received; the server reweights their updates by F_k^q (``aggregators.qffl``), so clients
 with a high loss pull harder. q = 0 is FedAvg with equal client weights.
+
+Sampling: Alg. 2 draws client k with probability p_k = n_k / n (the objective weights each
+F_k^(q+1) by p_k), so there q = 0 is FedAvg weighted by size. This package samples every method's
+cohort uniformly, so here each client counts equally; on equal-size clients (the WAFFLe splits,
+notebook 05's) the two are the same.
 """
 from __future__ import annotations
 

@@ -6,8 +6,9 @@ c_i+ = c_i - c + (x - y_i) / (K lr), K its number of local steps (K_eff under cl
 momentum, see below), and sends its model and c_i+ - c_i. The server moves the model like
 FedOpt (server SGD at rate ``server_lr``, or an adaptive optimizer and GMA's mask) and sets
 c <- c + sum (c_i+ - c_i) / N.
-``weighting``: the model update averages clients by sample count ("samples") or equally
-("uniform", the weighted-averaging WAFFLE paper's Alg. 2 with alpha_i = 1/N).
+``weighting``: the model update averages clients by sample count ("samples", the default, as FedAvg
+does) or equally ("uniform": SCAFFOLD's own Alg. 1 line 16, the plain mean over the sampled clients, and the
+weighted-averaging WAFFLE paper's Alg. 2 with alpha_i = 1/N). The two agree on equal-size clients.
 ``control``: how a client renews c_i. "II" (the paper's Alg. 1 line 12 option II, and the weighted-
 averaging WAFFLE paper's Alg. 2): from the distance travelled, below. "I": c_i+ = the client's mean
 mini-batch gradient at the server model x, one extra pass over its data per round

@@ -16,7 +16,9 @@ layer; concrete temperature 2/3; the KL of eq. 11 is scaled by 1/|D_i| per mini-
 mini-batch loss (mean cross-entropy + KL/|D_i|) estimates -ELBO/|D_i|; private parameters start
 at the prior (pi_k = prior mean, c = alpha, d = 1, so Kumaraswamy(c, d) = Beta(alpha, 1)
 exactly); a seen client scores with
-b_i = pi_i (the posterior mean), an unseen one with the prior mean (alpha / (1 + alpha))^k.
+b_i = pi_i (the posterior mean), an unseen one with the prior mean (alpha / (1 + alpha))^k; the
+server averages the clients' dictionaries weighted by their sample counts (the paper says only that
+they are averaged; a plain mean, the same on equal-size clients).
 Two more decide the result: the step rule of the private parameters (``selection_optimizer``,
 ``selection_lr``) and the KL's weight (``kl_weight``). The defaults are Algorithm 2 as
 written (one SGD rate, the full ELBO); notebook 02 explains why it uses Adam at 0.1 and a

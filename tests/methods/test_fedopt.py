@@ -157,3 +157,17 @@ def test_masked_adaptive_run_resumes(tmp_path):
 def test_bad_parameters_are_rejected(kw, match):
     with pytest.raises(ValueError, match=match):
         FedOptParams(**kw)
+
+
+@pytest.mark.parametrize("method", ["fedadagrad", "fedadam", "fedyogi"])
+def test_adaptive_presets_take_a_small_server_rate(method):
+    """An adaptive server steps by up to about server_lr per coordinate wherever the update outgrows eps, however
+    small it is: at FedAvg's rate 1 the preset would move weights by ~0.4-0.7 in round one. The presets default to
+    0.01 (the rate this package's tables use); one round from them stays within 2 x 0.01 of the start."""
+    fed = _fed()
+    fl = Federation("mlp", fed, method, device="cpu", dtype=torch.float64, progress=False, **{**BASE, "rounds": 1})
+    assert fl.methods[0].params.server_lr == 0.01
+    start = {k: v.clone() for k, v in fl.run_params(0).items()}
+    fl.run()
+    step = max((fl.run_params(0)[k] - v).abs().max().item() for k, v in start.items())
+    assert 1e-6 < step <= 2 * 0.01
