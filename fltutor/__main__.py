@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
-import math
 import os
 import re
 import sys
@@ -201,18 +200,9 @@ def _fits(base: str, value) -> bool:
     return isinstance(value, {"bool": bool, "str": str, "list": list, "dict": dict}[base])
 
 
-def _looks_numeric(text: str) -> bool:
-    """Whether ``text`` reads as a number."""
-    try:
-        float(text)
-        return True
-    except ValueError:
-        return False
-
-
 def check_value(stem: str, name: str, value, spec: dict, origin: str):
     """``value`` if it fits the type of the parameter's default (an int becomes a float where a float is meant)."""
-    from .checks import describe
+    from .checks import describe, numeric_text
 
     base, optional = declared_type(spec["inferred_type_name"])
     if base not in ("int", "float", "bool", "str", "list", "dict") or (value is None and optional):
@@ -225,8 +215,8 @@ def check_value(stem: str, name: str, value, spec: dict, origin: str):
     elif base == "str" and isinstance(value, (dict, list)):
         kind = "a mapping (': ' starts one)" if isinstance(value, dict) else "a list ('[' or '- ' starts one)"
         hint = f" YAML read the text as {kind}; put it in double quotes inside the shell's: -p {name} '\"...\"'."
-    elif isinstance(value, str) and base in ("int", "float") and _looks_numeric(value):
-        hint = (" A quoted number is text; write it without quotes." if math.isfinite(float(value)) else
+    elif isinstance(value, str) and base in ("int", "float") and numeric_text(value):
+        hint = (" A quoted number is text; write it without quotes." if numeric_text(value) == "finite" else
                 " NaN and infinity are never allowed (YAML reads nan and inf as text).")
     raise CLIError(f"{origin}: {stem} parameter {name!r} got {describe(value)}; expected {_expected(base, optional)} "
                    f"(its default is {spec['default']}).{hint} Nothing was run.")

@@ -37,19 +37,21 @@ def describe(value: Any) -> str:
     return r if isinstance(value, (int, float)) or value is None else f"{r} ({type(value).__name__})"
 
 
-def _looks_numeric(s: str) -> bool:
+def numeric_text(s: str) -> str:
+    """What a string that was meant as a number is: "finite" ("1e-3"), "nonfinite" ("nan", "inf") or "" (not a
+    number). The validation errors and the command line word their hints by it."""
     try:
-        float(s)
-        return True
+        return "finite" if math.isfinite(float(s)) else "nonfinite"
     except ValueError:
-        return False
+        return ""
 
 
 def _type_error(name: str, value, expected: str, hint: str = "") -> SettingError:
     extra = ""
-    if isinstance(value, str) and _looks_numeric(value) and not math.isfinite(float(value)):
+    kind = numeric_text(value) if isinstance(value, str) else ""
+    if kind == "nonfinite":
         extra = " NaN and infinity are never allowed."
-    elif isinstance(value, str) and _looks_numeric(value):
+    elif kind == "finite":
         extra = (" A number written as text is refused, not guessed: pass the number itself. (PyYAML reads "
                  "1e-3 as a string; write 1.0e-3 in YAML, or use fltutor's config loader, which reads it as a float.)")
     elif isinstance(value, (bool, np.bool_)):

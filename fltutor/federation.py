@@ -399,7 +399,7 @@ class Federation:
                                         "where": "local training"}
                     continue
                 e["set_aside"] = cohorts[j][bad_j].tolist()   # the method leaves them out of its step
-                e["train_loss"] = float(loss[lo:hi][torch.as_tensor(~bad_j, device=loss.device)].mean())
+                e["train_loss"] = float(loss[rows][torch.as_tensor(~bad_j, device=loss.device)].mean())
             rnd = Round(cohorts[j], sizes[rows], batches.n_steps[rows], r, self.N,
                         finite=torch.as_tensor(~bad_j, device=self.device))
             g = {k: v[i] for k, v in self.global_params.items()}

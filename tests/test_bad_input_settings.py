@@ -96,6 +96,15 @@ def test_yaml_style_exponent_strings_get_the_yaml_hint():
         RunConfig(lr="1e-3")
 
 
+@pytest.mark.parametrize("text", ["nan", "inf", "-Infinity"])
+def test_nan_and_infinity_written_as_text_get_their_own_hint(text):
+    """A string such as "nan" reads as a number, but the 'pass the number itself' hint would lead to another refusal."""
+    with pytest.raises(checks.SettingError, match="NaN and infinity are never allowed") as e:
+        checks.number("lr", text, low=0)
+    assert "pass the number itself" not in str(e.value)
+    assert [checks.numeric_text(t) for t in ("1e-3", text, "ten")] == ["finite", "nonfinite", ""]
+
+
 def test_numbers_of_other_types_are_accepted_and_normalised():
     cfg = RunConfig(lr=np.float32(0.05), seed=np.int64(3), rounds=np.int32(2), client_fraction=1)
     assert type(cfg.lr) is float and type(cfg.seed) is int and type(cfg.rounds) is int
