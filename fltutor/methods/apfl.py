@@ -1,8 +1,12 @@
 """APFL (Deng et al. 2020, Alg. 1): a global model, a local model and an adaptive mix per client.
 
 Each step on one mini-batch: w <- w - lr grad f(w); with the mix m = a v + (1 - a) w,
-v <- v - lr df(m)/dv and a <- a - lr df(m)/da, clipped to [0, 1]. The server averages the
-clients' w by sample count; a client scores with its mix a v + (1 - a) w_global.
+v <- v - lr df(m)/dv and a <- a - lr df(m)/da, clipped to [0, 1]. A client scores with its mix
+a v + (1 - a) w_global.
+``weighting``: the server averages the clients' w by sample count ("samples", the default, as FedAvg
+does and as every APFL run in results/ was trained) or equally ("uniform": Deng et al.'s Alg. 1, the
+plain mean over the sampled clients, which their public code, FedTorch's ``fedavg_aggregation_centered``,
+also takes). The two agree on equal-size clients.
 """
 from __future__ import annotations
 
@@ -11,17 +15,19 @@ from dataclasses import dataclass
 import torch
 
 from .. import aggregators
-from ..checks import check_fields
+from ..checks import check_fields, option
 from ..engine import broadcast, forward, keep_inactive, local_steps, row_loss
-from .base import EvalModel, Job, Method
+from .base import EvalModel, Job, Method, Round
 
 
 @dataclass
 class APFLParams:
     apfl_alpha: float = 0.25      # initial mixing weight a
+    weighting: str = "samples"    # the server's mean of the w's: by sample count, or "uniform" (Alg. 1)
 
     def __post_init__(self):
         check_fields(self, {"apfl_alpha": dict(low=0, high=1, hint="Deng et al. start at 0.25")})
+        option("weighting", self.weighting, ("samples", "uniform"))
 
 
 class APFL(Method):
@@ -31,6 +37,7 @@ class APFL(Method):
     clips_gradients = False       # its own local step rule (grad_clip_norm is refused)
     message_holds = "the client's trained copy w of the global model"
     client_keeps = "its data, its local model v and its mix alpha"
+    server_only = ("weighting",)  # only the server's mean reads it: runs of one sweep may differ in it
 
     def init_private(self, global_params, num_clients):
         out = {f"v.{k}": v.unsqueeze(0).repeat(num_clients, *([1] * v.ndim)) for k, v in global_params.items()}
@@ -61,6 +68,10 @@ class APFL(Method):
               "v": {k: job.private[f"v.{k}"] for k in names}, "a": {"alpha": job.private["alpha"]}}
         st, loss = local_steps(st, job.x, job.y, job.batches, step)
         return st["w"], {**{f"v.{k}": v for k, v in st["v"].items()}, "alpha": st["a"]["alpha"]}, loss
+
+    def aggregate(self, global_params, server, message, rnd: Round):
+        weights = rnd.sizes if self.params.weighting == "samples" else torch.ones_like(rnd.sizes)
+        return aggregators.fedavg(global_params, message, weights)
 
     def eval_model(self, global_params, server, private, seen):
         a = private["alpha"]

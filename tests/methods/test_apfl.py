@@ -17,8 +17,9 @@ MODEL = "logreg"  # the method is model-agnostic; a tiny model keeps the per-age
 SETTINGS = dict(rounds=2, client_fraction=1.0, local_epochs=1, batch_size=4, lr=0.05, seed=0)
 
 
-def _reference(data, rounds, *, lr, batch_size, alpha0):
-    """Alg. 1 written per agent: w (global copy), v (local model) and a (mix), each step on one batch."""
+def _reference(data, rounds, *, lr, batch_size, alpha0, weighting="samples"):
+    """Alg. 1 written per agent: w (global copy), v (local model) and a (mix), each step on one batch;
+    the server's mean of the w's by sample count or, as Deng et al. write it, the plain mean."""
     model = make_model(MODEL, seed=0).to(DT)
     x_all, y_all = data.x.to(DT), data.y
     w = {k: v.detach().clone() for k, v in model.named_parameters()}
@@ -50,16 +51,18 @@ def _reference(data, rounds, *, lr, batch_size, alpha0):
             trained.append({k: p.detach() for k, p in mw.named_parameters()})
             vs[i] = {k: p.detach().clone() for k, p in mv.named_parameters()}
             alphas[i] = a.item()
-            sizes.append(len(idx))
-        w = {k: sum(s * t[k] for s, t in zip(sizes, trained)) / sum(sizes) for k in w}   # FedAvg of the w's
+            sizes.append(len(idx) if weighting == "samples" else 1)
+        w = {k: sum(s * t[k] for s, t in zip(sizes, trained)) / sum(sizes) for k in w}   # the mean of the w's
     return model, w, vs, alphas
 
 
-def test_rounds_equal_a_per_agent_loop():
-    data = _data()
-    fed = Federation(MODEL, data, "apfl", device="cpu", dtype=DT, progress=False, apfl_alpha=0.25, **SETTINGS)
+@pytest.mark.parametrize("weighting", ["samples", "uniform"])
+def test_rounds_equal_a_per_agent_loop(weighting):
+    data = _data()   # odd agents hold half as many samples, so the two server means differ
+    fed = Federation(MODEL, data, "apfl", device="cpu", dtype=DT, progress=False, apfl_alpha=0.25,
+                     weighting=weighting, **SETTINGS)
     fed.run()
-    model, w, vs, alphas = _reference(data, 2, lr=0.05, batch_size=4, alpha0=0.25)
+    model, w, vs, alphas = _reference(data, 2, lr=0.05, batch_size=4, alpha0=0.25, weighting=weighting)
     for k in w:
         torch.testing.assert_close(fed.run_params(0)[k], w[k], rtol=0, atol=1e-10)
         torch.testing.assert_close(fed.private[f"v.{k}"][0], torch.stack([v[k] for v in vs]), rtol=0, atol=1e-10)
@@ -94,3 +97,38 @@ def test_global_model_is_fedavgs():
 def test_bad_alpha_is_rejected():
     with pytest.raises(ValueError, match="apfl_alpha"):
         Federation(MODEL, _data(), "apfl", device="cpu", progress=False, apfl_alpha=1.5, **SETTINGS)
+
+
+def test_bad_weighting_is_rejected():
+    with pytest.raises(ValueError, match=r"weighting: got the string 'size'.*\['samples', 'uniform'\]"):
+        Federation(MODEL, _data(), "apfl", device="cpu", progress=False, weighting="size", **SETTINGS)
+
+
+def test_weightings_differ_only_with_unequal_sizes():
+    """The plain mean is the sample-weighted one when every agent holds as many samples (the quick
+    runs of notebook 04), and moves the global model when they do not."""
+    equal = _data(max_train=4)
+    equal = equal.with_parts([p[:2] for p in equal.train], equal.test)   # two samples each
+    for data, same in ((equal, True), (_data(), False)):
+        runs = {wt: Federation(MODEL, data, "apfl", device="cpu", dtype=DT, progress=False, weighting=wt, **SETTINGS)
+                for wt in ("samples", "uniform")}
+        for f in runs.values():
+            f.run()
+        a, b = (runs[wt].run_params(0) for wt in ("samples", "uniform"))
+        assert all(torch.equal(a[k], b[k]) for k in a) == same
+
+
+def test_a_sweep_may_mix_weightings():
+    """``weighting`` is read by the server's step alone, so one batched sweep runs both, each as its own run."""
+    from fltutor.federation import sweep
+    data = _data()
+    kw = {k: v for k, v in SETTINGS.items() if k != "seed"}
+    out = sweep(MODEL, [data, data], "apfl", [{"seed": 0, "weighting": "samples"}, {"seed": 0, "weighting": "uniform"}],
+                out_root=None, progress=False, device="cpu", dtype=DT, **kw)
+    for r, wt in zip(out, ("samples", "uniform")):
+        alone = Federation(MODEL, data, "apfl", device="cpu", dtype=DT, progress=False, weighting=wt, **SETTINGS)
+        alone.run()
+        assert r["history"][-1]["local_acc_per_client"] == pytest.approx(alone.history[-1]["local_acc_per_client"],
+                                                                         abs=1e-9)
+        assert r["history"][-1]["apfl_alpha"] == alone.history[-1]["apfl_alpha"]
+    assert out[0]["history"][-1]["apfl_alpha"] != out[1]["history"][-1]["apfl_alpha"]   # the two runs did differ
