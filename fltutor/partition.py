@@ -272,7 +272,12 @@ _MAX_DRAWS = 1000  # dirichlet_label: Dirichlet draws tried before giving up on 
 
 def _dirichlet_draw(class_idx: list[np.ndarray], num_clients: int, alpha: float,
                     rng: np.random.Generator) -> tuple[list[tuple[np.ndarray, np.ndarray]], np.ndarray]:
-    """One draw: each class's shuffled samples with cuts from p ~ Dir(alpha * 1_N), and client sizes."""
+    """One draw: each class's shuffled samples with cuts from p ~ Dir(alpha * 1_N), and client sizes.
+
+    The cuts are floor(len * cumsum(p)), as NIID-Bench's split takes them: the flooring leaves the last
+    client up to one sample per class more than len * p_N (a class of a single sample always goes to it);
+    on MNIST-sized classes that is noise, on tiny test labels it can decide a min_size redraw.
+    """
     draw, sizes = [], np.zeros(num_clients, np.int64)
     for members in class_idx:
         idx = rng.permutation(members)

@@ -82,3 +82,31 @@ def test_waffle_weights_at_half_time_with_a_target_in_the_middle():
     normalized 0, 0.375, 0.625, 0: the far agents drop out, the target leads, the near agent keeps a share."""
     u = {"w": torch.tensor([[3.0], [0.0], [1.0], [-1.0]], dtype=torch.float64)}
     assert A.waffle_weights(u, 2, 50, 100).tolist() == pytest.approx([0.0, 0.375, 0.625, 0.0], abs=1e-12)
+
+
+def test_a_zero_update_abstains_from_the_sign_vote():
+    """sign(0) = 0: a client that did not move a coordinate counts in N but votes neither way."""
+    assert A.agreement(torch.tensor([[1.0], [0.0]])).tolist() == [0.5]
+    assert A.gma_mask(torch.tensor([[1.0], [0.0]]), 0.6).tolist() == [0.5]
+    u = torch.tensor([[1.0, 0.0], [1.0, 0.0], [-1.0, 0.0], [0.0, 0.0]])
+    assert A.agreement(u).tolist() == [0.25, 0.0]   # (1 + 1 - 1 + 0) / 4 and 0 / 4
+
+
+def test_masks_keep_a_coordinate_whose_agreement_equals_tau():
+    """Both masks keep A >= tau at full weight (eq. 3 and Parascandolo et al.): ties at tau count as agreeing."""
+    u = torch.tensor([[1.0, 1.0], [1.0, -1.0], [1.0, 1.0], [-1.0, -1.0]])   # A = [0.5, 0]
+    assert A.agreement(u).tolist() == [0.5, 0.0]
+    assert A.and_mask(u, 0.5).tolist() == [1.0, 0.0]
+    assert A.and_mask(u, 0.0).tolist() == [1.0, 1.0]
+    assert A.gma_mask(u, 0.5).tolist() == [1.0, 0.0]
+    assert A.gma_mask(u, 0.0).tolist() == [1.0, 1.0]
+
+
+def test_qffl_with_a_zero_loss_stays_finite_by_hand():
+    """A client with F_k = 0 and q < 1: F_k^(q-1) is infinite without eps. With eps = 1e-10, q = 0.5, lr = 1:
+    client 1 (F = 0, w_1 = w) has Delta = 0 and h = 0.5 * 1e-5 * 0 + 1e-5; client 2 (F = 1, w_2 = 1) has
+    Delta = -1, h = 0.5 * 1 + 1; the new w = 0 + 1 / (1e-5 + 1.5)."""
+    new = A.qffl({"w": torch.tensor([0.0], dtype=torch.float64)},
+                           {"w": torch.tensor([[0.0], [1.0]], dtype=torch.float64)}, torch.tensor([0.0, 1.0]),
+                           lr=1.0, q=0.5)["w"]
+    assert new.item() == pytest.approx(1 / (1e-5 + 1.5), rel=1e-9)

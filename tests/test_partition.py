@@ -246,3 +246,33 @@ def test_dirichlet_quantity_sizes_follow_the_beta_marginal_of_dir_beta_ones():
     assert ok, why
     ok, why = _within((frac - 1 / n) ** 2, (1 / n) * (1 - 1 / n) / (n * beta + 1))
     assert ok, why
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_dirichlet_quantity_sizes_by_hand_from_the_same_draw(seed):
+    """Each client gets 1 + floor(p_k (n - N)) samples and the largest p_k the rounding remainder, with p the
+    first Dir(beta) draw of the seed's generator (redrawn here): every client but the largest is exact."""
+    n, num_clients, beta = 20, 4, 0.5
+    p = np.random.default_rng(seed).dirichlet(np.full(num_clients, beta))
+    want = 1 + np.floor(p * (n - num_clients)).astype(int)
+    want[np.argmax(p)] += n - want.sum()
+    assert [len(part) for part in P.dirichlet_quantity(n, num_clients, beta, seed=seed)] == want.tolist()
+
+
+def test_dirichlet_label_accepts_a_draw_that_gives_every_client_exactly_min_size():
+    """N x min_size samples in all: only a draw with every client at exactly min_size is allowed, and one is."""
+    assert [p.tolist() for p in P.dirichlet_label(np.array([0, 0]), 2, 100.0, seed=0)] == [[0], [1]]
+    parts = P.dirichlet_label(np.repeat(np.arange(3), 4), 4, 1.0, seed=0, min_size=3)
+    assert [len(p) for p in parts] == [3, 3, 3, 3]
+    assert_disjoint(parts, 12)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_shards_deal_at_random_so_most_clients_get_two_classes(seed):
+    """20 clients x 2 shards of 15 from 10 classes x 60 sorted labels: each class fills 4 shards in a row, so
+    dealing in order would give every client one class. At random, a client's second shard is of its first's
+    class with probability 3/39 (the other 3 of that class among the 39 left): about 18.5 of 20 clients get two
+    classes on average (seeds 0-2: 16, 20, 19); ask for at least 10."""
+    labels = np.repeat(np.arange(10), 60)
+    counts = P.class_counts(labels, P.shards(labels, 20, 2, seed=seed))
+    assert ((counts > 0).sum(1) == 2).sum() >= 10

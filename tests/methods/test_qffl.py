@@ -51,11 +51,12 @@ def _assert_params(got, want, tol=1e-10):
         torch.testing.assert_close(got[k], want[k], rtol=tol, atol=tol)
 
 
-@pytest.mark.parametrize("q", [0.001, 0.5, 2.0])
-def test_every_round_equals_the_hand_written_update(q):
+@pytest.mark.parametrize("q, local_epochs", [(0.001, 1), (0.5, 1), (2.0, 1), (0.5, 2)])
+def test_every_round_equals_the_hand_written_update(q, local_epochs):
+    """L = 1/lr whatever the number of local epochs (Li et al.'s Alg. 2 estimates L by the inverse step size)."""
     fed = _fed()
-    fl = _federation(fed, q=q)
-    for w, _, _ in qffl_reference(fed, q=q, **BASE):
+    fl = _federation(fed, q=q, local_epochs=local_epochs)
+    for w, _, _ in qffl_reference(fed, q=q, **{**BASE, "local_epochs": local_epochs}):
         fl.run_round()
         _assert_params(fl.run_params(0), w)
 
