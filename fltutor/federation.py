@@ -583,8 +583,9 @@ class Federation:
             if d is not None:
                 what = f"run {i} ({self._describe(i)})" if self.R > 1 else f"{self.method_name} ({self._describe(i)})"
                 warnings.warn(f"{what} diverged at round {d['round']} ({d['where']}"
-                              f"{'' if d['client'] is None else ', client ' + str(d['client'])}); no accuracy is reported "
-                              "for it. Lower lr (or server_lr) and run again.", RuntimeWarning, stacklevel=2)
+                              f"{'' if d['client'] is None else ', client ' + str(d['client'])}); its final accuracy is "
+                              "withheld (best and last-10 cover only the rounds before it). Lower lr (or server_lr) "
+                              "and run again.", RuntimeWarning, stacklevel=2)
         return self.histories
 
     def _describe(self, i: int) -> str:
