@@ -17,7 +17,7 @@ import torch
 from .. import aggregators
 from ..checks import check_fields, option
 from ..engine import broadcast, forward, keep_inactive, local_steps, row_loss
-from .base import EvalModel, Job, Method, Round
+from .base import WEIGHTINGS, EvalModel, Job, Method, Round
 
 
 @dataclass
@@ -27,7 +27,7 @@ class APFLParams:
 
     def __post_init__(self):
         check_fields(self, {"apfl_alpha": dict(low=0, high=1, hint="Deng et al. start at 0.25")})
-        option("weighting", self.weighting, ("samples", "uniform"))
+        option("weighting", self.weighting, WEIGHTINGS)
 
 
 class APFL(Method):
@@ -70,7 +70,7 @@ class APFL(Method):
         return st["w"], {**{f"v.{k}": v for k, v in st["v"].items()}, "alpha": st["a"]["alpha"]}, loss
 
     def aggregate(self, global_params, server, message, rnd: Round):
-        weights = rnd.sizes if self.params.weighting == "samples" else torch.ones_like(rnd.sizes)
+        weights = rnd.weights(self.params.weighting)
         return aggregators.fedavg(global_params, message, weights)
 
     def eval_model(self, global_params, server, private, seen):

@@ -116,6 +116,15 @@ class Round:
     num_clients: int              # N
     finite: Tensor | None = None  # (C,) bool: whose message is finite (None: all; see ``sets_aside_nonfinite``)
 
+    def weights(self, weighting: str) -> Tensor:
+        """The cohort's weights in a server mean: its sample counts ("samples", as FedAvg) or ones ("uniform",
+        the plain mean that SCAFFOLD's and APFL's Alg. 1 write)."""
+        return self.sizes if weighting == "samples" else torch.ones_like(self.sizes)
+
+
+# the ``weighting`` options of a method whose server mean can be either (SCAFFOLD, APFL): ``Round.weights``
+WEIGHTINGS = ("samples", "uniform")
+
 
 @dataclass
 class EvalModel:

@@ -43,7 +43,7 @@ import torch
 from .. import aggregators
 from ..checks import option
 from ..engine import broadcast, mean_gradient
-from .base import Job, Method, Round
+from .base import WEIGHTINGS, Job, Method, Round
 from .fedopt import FedOptParams, server_step
 
 
@@ -57,7 +57,7 @@ class ScaffoldParams(FedOptParams):
 
     def __post_init__(self):
         super().__post_init__()
-        option("weighting", self.weighting, ("samples", "uniform"))
+        option("weighting", self.weighting, WEIGHTINGS)
         option("control", self.control, CONTROLS)
 
 
@@ -113,7 +113,7 @@ class Scaffold(Method):
 
     def aggregate(self, global_params, server, message, rnd: Round):
         trained = {k: message[k] for k in global_params}
-        weights = rnd.sizes if self.params.weighting == "samples" else torch.ones_like(rnd.sizes)
+        weights = rnd.weights(self.params.weighting)
         new, _ = server_step(self.params, global_params, server, trained, weights)
         for k in global_params:  # c <- c + (1/N) sum over the cohort of (c_i+ - c_i)
             server[f"c.{k}"] = server[f"c.{k}"] + message[f"dc.{k}"].sum(0) / rnd.num_clients
