@@ -26,6 +26,10 @@ runs/gma_ablations): a killed job resumes, a finished one
 is reloaded, and a run shared by two tables (10 clients, one epoch, momentum 0.9) trains once. Rows are merged into
 results/gma/ablations_full.csv (+ .json) after every such sweep, so a long job lands what finished; ``python
 scripts/gma_table.py`` prints them beside the paper's Tables 6, 8 and 9.
+
+``--aggregations AVG`` (or ``GMA``) runs one of the two. On a CPU with one thread per job, two such jobs side by
+side use two cores where the batched pair uses one; their rows merge as the pair's would (a run alone and the
+same run in a batch agree to float32 rounding, not bit for bit).
 """
 from __future__ import annotations
 
@@ -79,11 +83,17 @@ def cells(a: argparse.Namespace, table: str) -> list[tuple[float, dict, tuple]]:
     return [(m, {**base, "momentum": m}, BOTH) for m in a.momenta]
 
 
+def chosen(a: argparse.Namespace, table: str) -> list[tuple[float, dict, tuple]]:
+    """``cells`` with only the ``--aggregations`` asked for (a cell left with none is dropped)."""
+    out = [(v, s, tuple(x for x in aggs if x[1] in a.aggregations)) for v, s, aggs in cells(a, table)]
+    return [c for c in out if c[2]]
+
+
 def run_table(a: argparse.Namespace, table: str, command: str) -> None:
     # one batched sweep per (clients, local epochs), since N sets the data's shape and E the step count: AVG and GMA
     # (which differ only in the server's step), every seed, and every tau or momentum of the table train together
     groups: dict = {}
-    for value, s, aggs in cells(a, table):
+    for value, s, aggs in chosen(a, table):
         groups.setdefault((s["clients"], s["local_epochs"]), []).append((value, s, aggs))
     for (n, epochs), group in groups.items():
         t0 = time.time()
@@ -129,6 +139,9 @@ def main(argv=None) -> None:
     ap.add_argument("--taus", type=float, nargs="+", default=[round(0.1 * i, 1) for i in range(11)],
                     help="Fig. 3d's thresholds")
     ap.add_argument("--rounds", type=int, default=100)
+    ap.add_argument("--aggregations", nargs="+", default=[n for _, n in BOTH], choices=[n for _, n in BOTH],
+                    help="run only these (AVG and GMA in two processes use two CPU cores where one batched sweep "
+                         "uses one; their rows merge as the batched run's would)")
     ap.add_argument("--out-root", default="runs/gma_ablations")
     ap.add_argument("--results-dir", default=str(Path(results.RESULTS_DIR) / "gma"))
     ap.add_argument("--no-write", action="store_true")

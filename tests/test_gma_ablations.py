@@ -210,3 +210,31 @@ def test_per_seed_fills_table_9s_e_1_from_table_8s_n_10_and_pairs_avg_with_every
                                         (0.4, 0.01, 1.0, 100): {"GMA": {0: 82.0}, "AVG": {0: 79.0}}}
     with pytest.raises(ValueError, match="varied: got 'lr'"):
         gt.per_seed(rows, "lr")
+
+
+def test_one_aggregation_per_job_gives_the_rows_of_the_batched_pair(abl, tmp_path):
+    """AVG and GMA in two jobs (two CPU cores) against the two batched in one: the same rows, and the same numbers
+    up to what float32 rounding can move on 100 stand-in test images."""
+    pair = _args(tmp_path / "pair", "--tables", "epochs", "--epochs", "2")
+    abl.main(pair)
+    for agg in ("GMA", "AVG"):   # the second job's rows merge into the first's table
+        abl.main(_args(tmp_path / "split", "--tables", "epochs", "--epochs", "2", "--aggregations", agg))
+    both, _ = results.read_table(tmp_path / "pair" / "res", "ablations_full")
+    split, meta = results.read_table(tmp_path / "split" / "res", "ablations_full")
+    key = lambda r: (r["value_varied"], r["seed"], r["aggregation"], r["metric"])
+    assert sorted(map(key, split)) == sorted(map(key, both)) and len(both) == 2 * 2 * 2
+    got = {key(r): r["value"] for r in split}
+    assert all(abs(got[key(r)] - r["value"]) <= 2.0 for r in both)
+    assert "--aggregations AVG" in meta["command"]
+
+
+def test_tau_table_with_one_aggregation(abl, tmp_path):
+    abl.main(_args(tmp_path, "--tables", "tau", "--taus", "0.2", "--aggregations", "AVG"))
+    rows, _ = results.read_table(tmp_path / "res", "ablations_full")
+    assert {(r["tau"], r["aggregation"]) for r in rows} == {(0.4, "AVG")}   # AVG runs once, at --tau, not at 0.2
+
+
+def test_unknown_aggregation_is_refused(abl, tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        abl.main(["--aggregations", "median", "--out-root", str(tmp_path), "--no-write"])
+    assert "--aggregations: invalid choice: 'median'" in capsys.readouterr().err
