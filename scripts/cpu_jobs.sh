@@ -15,7 +15,8 @@
 # args name `-p results_dir /tmp/res/STREAM/<paper>`. The streams run at once, one CPU thread each (two streams
 # on this 2-core machine); a stream's jobs run in order. STREAMS="s4 s7" starts only those streams.
 #
-# Everything of TAG lives under runs/bg/TAG/ (ignored by git, kept between sessions): wt/ a git worktree of the
+# Everything of TAG lives under runs/bg/TAG/ (ignored by git: it outlives a session only on the same disk; a fresh
+# clone starts without it, and every job of TAG then starts over, as s48's did on 2026-11-29): wt/ a git worktree of the
 # commit that started TAG, so that a later `start TAG` runs the same code and its checkpoints resume (a run's
 # cells are keyed by a hash of the package source: edited code would start them over); runs/NAME the job's
 # checkpoints (run_root); res/NAME/<paper> its tables (results_dir, rewritten from /tmp/res/STREAM/); logs/NAME.log;
