@@ -12,7 +12,7 @@
 #                                             # (python -m fltutor merge; its flags pass through)
 #
 # JOBS_FILE has configs/gpu/next_lease.txt's format, one job per line: `STREAM NAME fltutor-run-args`, where the
-# args name `-p results_dir /tmp/res/STREAM/<paper>`. The streams run at once, one CPU thread each (two streams
+# args name `-p results_dir /tmp/res/STREAM/<paper>`. The streams run at once, one CPU thread each unless THREADS says more (two streams
 # on this 2-core machine); a stream's jobs run in order. STREAMS="s4 s7" starts only those streams.
 #
 # Everything of TAG lives under runs/bg/TAG/ (ignored by git: it outlives a session only on the same disk; a fresh
@@ -27,6 +27,8 @@
 # A job whose args start with scripts/ runs that script instead (`STREAM NAME scripts/gma_ablations.py --out-root
 # /tmp/runs/STREAM --results-dir /tmp/res/STREAM/gma ...`): /tmp/runs/STREAM becomes runs/NAME and /tmp/res/STREAM/
 # res/NAME/, and the script's own flags say where they go.
+# THREADS=N runs each job of the streams it starts on N CPU threads (default 1; say it again at a restart): one
+# long job that must finish inside a session can take both cores (`THREADS=2 STREAMS=s11 ... start TAG FILE`).
 # DRY=1 prints each job's command instead of running it; CPU_JOBS_DIR moves runs/bg elsewhere.
 set -u
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -58,6 +60,11 @@ start() {
         streams=$(awk 'NF && $1 !~ /^#/ {print $1}' "$jobs" | awk '!seen[$0]++')
     fi
     [ -n "$streams" ] || { echo "JOBS_FILE: '$jobs' has no job lines (STREAM NAME ARGS...)" >&2; exit 2; }
+    local cores; cores=$(nproc 2> /dev/null || echo 1)
+    [[ "${THREADS:-1}" =~ ^[1-9][0-9]*$ ]] && [ "${THREADS:-1}" -le "$cores" ] || {
+        echo "THREADS: got '${THREADS}'; CPU threads per job, a whole number from 1 to this machine's $cores" >&2; exit 2; }
+    export THREADS=${THREADS:-1}
+    echo "each job of the streams started runs on $THREADS CPU thread(s)"
     mkdir -p "$bg/logs" "$bg/pids"
     for s in $streams; do
         if [ -f "$bg/pids/$s" ] && kill -0 -- "-$(cat "$bg/pids/$s")" 2> /dev/null; then
@@ -100,7 +107,7 @@ chain() {   # the jobs of one stream, in order; runs in its own process group
         if [ -n "${DRY:-}" ]; then echo "$cmd"; continue; fi
         t=$(date +%s)
         echo "$(date -u +%FT%TZ) [$s] start $name" >> "$bg/logs/chain-$s.log"
-        (cd "$bg/wt" && eval "PYTHONPATH=$bg/wt OMP_NUM_THREADS=1 MPLBACKEND=Agg $cmd") > "$bg/logs/$name.log" 2>&1
+        (cd "$bg/wt" && eval "PYTHONPATH=$bg/wt OMP_NUM_THREADS=${THREADS:-1} MPLBACKEND=Agg $cmd") > "$bg/logs/$name.log" 2>&1
         rc=$?
         { [ $rc -eq 0 ] || [ $rc -eq 3 ]; } && echo "$name" >> "$bg/done"   # 3: finished, a diverged run in its table
         echo "$(date -u +%FT%TZ) [$s] $name rc=$rc $(( $(date +%s) - t )) s" >> "$bg/logs/chain-$s.log"

@@ -161,3 +161,14 @@ def test_merge_without_a_finished_job_says_so(tmp_path):
     (tmp_path / "bg" / "t9").mkdir(parents=True)
     proc = _run(tmp_path, "merge", "t9")
     assert proc.returncode == 2 and "has no finished job yet" in proc.stderr
+
+
+@pytest.mark.parametrize("threads, ok", [("2", True), ("1", True), ("0", False), ("two", False), ("999", False)])
+def test_threads_per_job_is_checked_before_anything_starts(tmp_path, threads, ok):
+    (tmp_path / "jobs.txt").write_text(JOBS)
+    proc = _run(tmp_path, "start", "t9", str(tmp_path / "jobs.txt"), THREADS=threads)
+    if ok:
+        assert proc.returncode == 0 and f"runs on {threads} CPU thread(s)" in proc.stdout
+    else:
+        assert proc.returncode == 2 and f"THREADS: got '{threads}'" in proc.stderr
+        assert not (tmp_path / "bg" / "t9" / "jobs.txt").exists()   # refused before the tag was set up
