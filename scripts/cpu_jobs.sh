@@ -12,8 +12,9 @@
 #                                             # (python -m fltutor merge; its flags pass through)
 #
 # JOBS_FILE has configs/gpu/next_lease.txt's format, one job per line: `STREAM NAME fltutor-run-args`, where the
-# args name `-p results_dir /tmp/res/STREAM/<paper>`. The streams run at once, one CPU thread each unless THREADS says more (two streams
-# on this 2-core machine); a stream's jobs run in order. STREAMS="s4 s7" starts only those streams.
+# args name `-p results_dir /tmp/res/STREAM/<paper>`. The streams run at once, one CPU thread each unless THREADS
+# says more (two streams on this 2-core machine); a stream's jobs run in order. STREAMS="s4 s7" starts only those
+# streams.
 #
 # Everything of TAG lives under runs/bg/TAG/ (ignored by git: it outlives a session only on the same disk; a fresh
 # clone starts without it, and every job of TAG then starts over, as s48's did on 2026-11-29): wt/ a git worktree of the
