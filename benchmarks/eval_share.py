@@ -1,17 +1,20 @@
 """What scoring costs in one of GMA's Tables 2-3 rounds, and what ``eval_global=False`` saves a selection run.
 
-    python benchmarks/eval_share.py [--clients 500] [--rounds 4] [--threads 1]
+    python benchmarks/eval_share.py [--clients 500] [--rounds 4] [--threads 1 [2 ...]]
 
 One round of GMA's 500-client setting (FedAvg, LeNet-5, 10 clients a round, one local epoch at batch 32; 60,000
 stand-in training images of FMNIST's shape, 10 % of each client's held out, a 10,000-image test split), on this
 process's CPU threads, timed three ways: scored every round as the tables are (the clients' held-out splits and
 the test split), scored as notebook 03's learning-rate selection scores (held-out splits only, ``eval_global=False``),
 and not scored at all. Prints seconds per round, each part's share, and as the last line ``speedup N.Nx``: a
-selection round against a fully scored one. Stand-in images cost what real ones do; no dataset is read.
+selection round against a fully scored one. With several ``--threads`` it measures each in turn and adds, before
+that line, each thread count's fully scored round against the first's (what ``scripts/cpu_jobs.sh``'s THREADS buys
+one job). Stand-in images cost what real ones do; no dataset is read.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 import numpy as np
@@ -36,24 +39,35 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--clients", type=int, default=500)
     ap.add_argument("--rounds", type=int, default=4)
-    ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (the background jobs use 1)")
+    ap.add_argument("--threads", type=int, nargs="+", default=[1],
+                    help="torch CPU threads, each measured in turn (the background jobs use 1)")
     a = ap.parse_args(argv)
-    torch.set_num_threads(a.threads)
+    bad = [t for t in a.threads if not 1 <= t <= (os.cpu_count() or 1)]
+    if bad:
+        raise SystemExit(f"--threads: got {bad}; each must be from 1 to this machine's {os.cpu_count()} CPU threads")
     train = data.standin("fashionmnist", 60000, seed=0)
     test = data.standin("fashionmnist", 10000, train=False, seed=0)
     parts = np.array_split(np.random.default_rng(0).permutation(60000), a.clients)
     fed_data = data.make_federated(train, parts, test_fraction=0.1, seed=0, test_set=test)
-    full = seconds_per_round(fed_data, a.clients, a.rounds)
-    held_out = seconds_per_round(fed_data, a.clients, a.rounds, eval_global=False)
-    bare = seconds_per_round(fed_data, a.clients, a.rounds, eval_every=10**6)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU thread(s), {a.clients} clients, 10 a round, "
-          f"{a.rounds} rounds each")
-    print(f"scored as the tables are (held-out + test split): {full:.3f} s/round")
-    print(f"scored as a selection is (held-out only):         {held_out:.3f} s/round")
-    print(f"not scored:                                       {bare:.3f} s/round")
-    print(f"shares of a fully scored round: training {bare / full:.0%}, "
-          f"held-out splits {(held_out - bare) / full:.0%}, test split {(full - held_out) / full:.0%}")
-    print(f"speedup {full / held_out:.1f}x")
+    fulls, first = {}, None
+    for threads in a.threads:
+        torch.set_num_threads(threads)
+        full = seconds_per_round(fed_data, a.clients, a.rounds)
+        held_out = seconds_per_round(fed_data, a.clients, a.rounds, eval_global=False)
+        bare = seconds_per_round(fed_data, a.clients, a.rounds, eval_every=10**6)
+        fulls[threads] = full
+        first = first or full / held_out
+        print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU thread(s), {a.clients} clients, 10 a round, "
+              f"{a.rounds} rounds each")
+        print(f"scored as the tables are (held-out + test split): {full:.3f} s/round")
+        print(f"scored as a selection is (held-out only):         {held_out:.3f} s/round")
+        print(f"not scored:                                       {bare:.3f} s/round")
+        print(f"shares of a fully scored round: training {bare / full:.0%}, "
+              f"held-out splits {(held_out - bare) / full:.0%}, test split {(full - held_out) / full:.0%}")
+    for threads in a.threads[1:]:
+        print(f"{threads} threads against {a.threads[0]}: {fulls[a.threads[0]] / fulls[threads]:.2f}x "
+              "for a fully scored round")
+    print(f"speedup {first:.1f}x")
 
 
 if __name__ == "__main__":
