@@ -61,7 +61,7 @@ start() {
         streams=$(awk 'NF && $1 !~ /^#/ {print $1}' "$jobs" | awk '!seen[$0]++')
     fi
     [ -n "$streams" ] || { echo "JOBS_FILE: '$jobs' has no job lines (STREAM NAME ARGS...)" >&2; exit 2; }
-    local cores; cores=$(nproc 2> /dev/null || echo 1)
+    local cores; cores=$(getconf _NPROCESSORS_ONLN 2> /dev/null || nproc --all)   # not nproc: it obeys OMP_NUM_THREADS
     [[ "${THREADS:-1}" =~ ^[1-9][0-9]*$ ]] && [ "${THREADS:-1}" -le "$cores" ] || {
         echo "THREADS: got '${THREADS}'; CPU threads per job, a whole number from 1 to this machine's $cores" >&2; exit 2; }
     export THREADS=${THREADS:-1}
