@@ -161,6 +161,10 @@ def notebook_for_config(path: str) -> str:
 
 def _papermill():
     """papermill, or a CLIError saying how to get it (the run command needs Jupyter's stack)."""
+    # nbformat loads jsonschema, which imports rfc3987_syntax when it is installed (jupyter-events brings it);
+    # that import builds a parser and took 1.8 s of every run here, for the "iri" string formats, which no
+    # notebook schema uses. Marking it absent makes jsonschema skip those two checks and nothing else.
+    sys.modules.setdefault("rfc3987_syntax", None)
     try:
         import papermill as pm
     except ImportError as err:
