@@ -38,7 +38,7 @@ def test_a_changed_or_missing_table_makes_its_figure_stale(mod, tmp_path):
     out.mkdir()
     shutil.copy(mod.OUT / "gma_table10.png", out)
     assert sorted(line.split(":")[0] for line in mod.stale(tmp_path, out)) == [
-        "gma_ablations.png", "privacy_audit.png", "waffle_ibp_epochs.png", "waffle_ibp_table1.png",
+        "gma_ablations.png", "gma_tables2_3.png", "privacy_audit.png", "waffle_ibp_epochs.png", "waffle_ibp_table1.png",
         "waffle_weighted_collapse.png", "waffle_weighted_table1.png"]   # missing ones too
 
 
@@ -77,3 +77,28 @@ def test_a_merge_into_this_checkout_names_the_figures_that_now_lag(mod, tmp_path
     cli.readme_hint()
     assert capsys.readouterr().out == ("README: 1 figure(s) now lag results/ or the drawing code (gma_table10.png); redraw "
                                        "them with python scripts/readme_figures.py\n")
+
+
+def test_the_tables2_3_figure_plots_the_leads_the_readme_table_prints(mod):
+    """The figure's seed-by-seed GMA − AVG (its own grouping of the rows) has the mean, sd and count of
+    results.paired_difference, which the README's Tables 2-3 table prints, for every row and way of choosing the
+    rates; and the picks it writes beside each row are the pairs those rows ran."""
+    rows, _ = results.read_table(results.RESULTS_DIR / "gma", "tables2_3")
+    rows = [r for r in rows if r.get("momentum") in (None, 0.9)]
+    by = ["dataset", "skew", "clients", "algorithm", "lr_choice"]
+    want = results.paired_difference(rows, by, "aggregation", "GMA", "AVG", "best_global_acc")
+    got = mod.gma_tables2_3_leads(rows)
+    assert sorted(want) == sorted((*k, c) for k, cs in got.items() for c in cs)
+    for (*k, choice), w in want.items():
+        c = got[tuple(k)][choice]
+        d = [c["GMA"][s] - c["AVG"][s] for s in sorted(set(c["GMA"]) & set(c["AVG"]))]
+        assert len(d) == w["n"] and sum(d) / len(d) == pytest.approx(w["mean"], abs=1e-9)
+        if w["sd"] is not None:
+            assert (sum((x - w["mean"]) ** 2 for x in d) / (len(d) - 1)) ** 0.5 == pytest.approx(w["sd"], abs=1e-9)
+        for agg in ("AVG", "GMA"):
+            ran = {(float(r["lr"]), float(r["server_lr"])) for r in rows
+                   if [r[b] for b in by] == [*k, choice] and r["aggregation"] == agg}
+            assert ran == {c["pairs"][agg]}
+    # FMNIST-500 FedYogi, read off the CSV by hand (README #gma-selected500): AVG picked 0.05 / 0.01, GMA 0.1 / 0.01
+    yogi = got[("fashionmnist", "label", 500, "fedyogi")]["own"]["pairs"]
+    assert yogi == {"AVG": (0.05, 0.01), "GMA": (0.1, 0.01)}
