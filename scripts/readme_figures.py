@@ -16,7 +16,7 @@ README table does; redraw, look at it, commit. The figures:
   momentum and τ, and GMA's lead seed by seed, beside the paper's.
 - gma_tables2_3.png: GMA's Tables 2-3 on the whole data, GMA − AVG seed by seed for each way the learning rates were
   chosen (one fixed pair, each its own held-out pick, the pair best for both), beside the paper's lead, and the two
-  accuracies joined, beside the paper's.
+  accuracies joined, beside the paper's (the same drawing as notebook 03, section 13: fltutor.plots.plot_gma_tables2_3).
 - waffle_ibp_table1.png: weight-factorization WAFFLe's Table 1, the majority's and the minority's accuracy per
   method on the multimodal split, mean ± sd over seeds, with the paper's numbers as markers.
 - waffle_weighted_table1.png: weighted-averaging WAFFLE's Table 1, each method's best accuracy (the paper's
@@ -42,9 +42,9 @@ import numpy as np  # noqa: E402
 
 from fltutor import audit, plots, results  # noqa: E402
 from fltutor.results import load_script  # noqa: E402
-from fltutor.paper_tables import GMA_TABLE, WAFFLE_IBP_TABLE1, WEIGHTED_WAFFLE_TABLE1  # noqa: E402
+from fltutor.paper_tables import WAFFLE_IBP_TABLE1, WEIGHTED_WAFFLE_TABLE1  # noqa: E402
 from fltutor.partition import MULTIMODAL_PRESETS  # noqa: E402
-from fltutor.plots import plot_table10_results  # noqa: E402
+from fltutor.plots import plot_gma_tables2_3, plot_table10_results  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "docs" / "figures"
@@ -81,103 +81,9 @@ def gma_table10(folder: Path):
     return plot_table10_results(rows, meta)
 
 
-GMA_CHOICES = (("fixed", "one fixed pair for both", "0.55"), ("own", "each its own held-out pick", "C0"),
-               ("shared", "the pair best for both together", "C2"))
-
-
-def gma_tables2_3_leads(rows: list[dict]) -> dict[tuple, dict[str, dict]]:
-    """Tables 2-3 rows (client momentum 0.9) as {(dataset, skew, clients, algorithm): {lr_choice: {"AVG": {seed:
-    best}, "GMA": {seed: best}, "pairs": {agg: (client lr, server lr)}}}}, the best test accuracy over the rounds
-    (the paper's metric); a diverged run has no value and drops out of its seed's lead."""
-    table = load_script("gma_table")
-    out: dict[tuple, dict[str, dict]] = {}
-    for r in rows:
-        if table.momentum_of(r) != 0.9 or r["metric"] != "best_global_acc":
-            continue
-        c = out.setdefault((r["dataset"], r["skew"], int(r["clients"]), r["algorithm"]), {}).setdefault(
-            r["lr_choice"], {"AVG": {}, "GMA": {}, "pairs": {}})
-        c["pairs"][r["aggregation"]] = (float(r["lr"]), float(r["server_lr"]))
-        if r["value"] is not None:
-            c[r["aggregation"]][r["seed"]] = float(r["value"])
-    return out
-
-
 def gma_tables2_3(folder: Path):
-    """GMA's Tables 2-3 on the whole data (results/gma/tables2_3.csv). Left: GMA − AVG seed by seed (small dots),
-    its mean ± sd (large), for each way the learning rates were chosen, with the paper's lead (red diamond). Right:
-    AVG (open) and GMA (filled) joined, mean over seeds, beside the paper's pair (red): whether a gap is GMA doing
-    worse or AVG doing better than the paper's."""
-    table = load_script("gma_table")
     rows, meta = results.read_table(folder / "gma", "tables2_3")
-    leads = gma_tables2_3_leads(rows)
-    skews, algos = list(table.SKEW_NAMES), ["fedavg", "fedprox", "fedadam", "fedyogi"]
-    keys = sorted(leads, key=lambda k: (skews.index(k[1]) if k[1] in skews else len(skews), k[0] != "mnist", k[0],
-                                        -k[2], algos.index(k[3]) if k[3] in algos else len(algos)))
-    short = {"label": "2-class", "iid": "iid", "quantity": "quantity", "dirichlet": "Dirichlet",
-             "feature": "FedCMNIST feature", "mixed": "FedCMNIST mixed",
-             "feature-shared": "FedCMNIST feature*", "mixed-shared": "FedCMNIST mixed*"}
-
-    def label(k):
-        ds = "" if k[1] in ("feature", "mixed", "feature-shared", "mixed-shared") else \
-            {"mnist": "MNIST ", "fashionmnist": "FMNIST "}.get(k[0], k[0] + " ")
-        return f"{ds}{short.get(k[1], k[1])}, {k[2]}: {table.algorithm_name(k[3], meta)}"
-
-    fig, (left, right) = plt.subplots(1, 2, figsize=(14, 0.42 * len(keys) + 2.2), sharey=True,
-                                      gridspec_kw={"width_ratios": [1.25, 1]})
-    offsets = {"paper": -0.3, "fixed": -0.1, "own": 0.1, "shared": 0.3}
-    seeds_seen = set()
-    for i, k in enumerate(keys):
-        paper = GMA_TABLE.get(k[:3], {}).get(k[3])
-        if paper is not None:
-            y = i + offsets["paper"]
-            left.scatter(paper[1] - paper[0], y, marker="D", s=28, color="C3", zorder=4)
-            right.plot(paper, [y, y], color="C3", lw=1.2)
-            right.scatter(paper[0], y, marker="o", s=22, facecolor="w", edgecolor="C3", zorder=4)
-            right.scatter(paper[1], y, marker="o", s=22, color="C3", zorder=4)
-        for choice, _, colour in GMA_CHOICES:
-            c = leads[k].get(choice)
-            if not c:
-                continue
-            y = i + offsets[choice]
-            both = sorted(set(c["AVG"]) & set(c["GMA"]))
-            seeds_seen |= set(both)
-            d = np.array([c["GMA"][s] - c["AVG"][s] for s in both])
-            if len(d):
-                m, sd, _ = _summary(list(d))
-                left.scatter(d, np.full(len(d), y), s=7, color=colour, alpha=0.6, zorder=2)
-                left.errorbar(m, y, xerr=sd, fmt="o", ms=5, color=colour, capsize=2, zorder=3)
-            a, g = _summary(list(c["AVG"].values()))[0], _summary(list(c["GMA"].values()))[0]
-            right.plot([a, g], [y, y], color=colour, lw=1.2)
-            right.scatter(a, y, marker="o", s=22, facecolor="w", edgecolor=colour, zorder=3)
-            right.scatter(g, y, marker="o", s=22, color=colour, zorder=3)
-            if choice == "own":
-                pa, pg = c["pairs"].get("AVG"), c["pairs"].get("GMA")
-                txt = f"{pa[0]:g}/{pa[1]:g}" if pa == pg else f"AVG {pa[0]:g}/{pa[1]:g}, GMA {pg[0]:g}/{pg[1]:g}"
-                right.annotate(txt, (1.0, y), xycoords=("axes fraction", "data"), xytext=(3, 0),
-                               textcoords="offset points", fontsize=6, va="center", color=colour)
-    left.axvline(0, color="0.3", lw=1)
-    left.set_yticks(range(len(keys)), [label(k) for k in keys], fontsize=7)
-    left.invert_yaxis()
-    for ax in (left, right):
-        for i in range(1, len(keys)):
-            ax.axhline(i - 0.5, color="0.9", lw=0.6, zorder=0)
-        ax.grid(axis="x", alpha=0.3)
-    left.set_xlabel("GMA − AVG, best test accuracy over the rounds (points; > 0: GMA ahead)", fontsize=8)
-    right.set_xlabel("best test accuracy (%), mean over seeds: AVG open, GMA filled", fontsize=8)
-    from matplotlib.lines import Line2D
-    handles = [Line2D([], [], marker="D", ls="", color="C3", label="the paper (one number per cell)")] + \
-        [Line2D([], [], marker="o", ls="", color=colour, label=f"ours, {words} ({choice})")
-         for choice, words, colour in GMA_CHOICES]
-    fig.legend(handles=handles, fontsize=7, ncol=4, loc="lower center", bbox_to_anchor=(0.5, 0.0))
-    rounds = sorted({int(r["rounds"]) for r in rows})
-    fig.suptitle(f"GMA's Tables 2-3 on the whole data: {len(seeds_seen)} seeds, {'/'.join(map(str, rounds))} "
-                 "rounds, 10 clients sampled per round; small dots are single seeds, large ones mean ± sd\n"
-                 "the own picks (client / server rate) at the right; * not a paper row: one colour map shared by the "
-                 "training clients and reversed at test (coloured MNIST's construction)", fontsize=9)
-    # room set by hand: tight_layout counts the picks written right of the axes and crops the row names instead
-    fig.subplots_adjust(left=0.19, right=0.86, bottom=1.1 / fig.get_figheight(), top=1 - 0.75 / fig.get_figheight(),
-                        wspace=0.05)
-    return fig
+    return plot_gma_tables2_3(rows, meta)
 
 
 def gma_ablations(folder: Path):

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from fltutor import results
+from fltutor import plots, results
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +87,7 @@ def test_the_tables2_3_figure_plots_the_leads_the_readme_table_prints(mod):
     rows = [r for r in rows if r.get("momentum") in (None, 0.9)]
     by = ["dataset", "skew", "clients", "algorithm", "lr_choice"]
     want = results.paired_difference(rows, by, "aggregation", "GMA", "AVG", "best_global_acc")
-    got = mod.gma_tables2_3_leads(rows)
+    got = plots.gma_tables2_3_leads(rows)
     assert sorted(want) == sorted((*k, c) for k, cs in got.items() for c in cs)
     for (*k, choice), w in want.items():
         c = got[tuple(k)][choice]
