@@ -12,6 +12,7 @@ from matplotlib.ticker import MaxNLocator
 
 from . import methods
 from .partition import class_counts
+from .results import algorithm_name, momentum_of
 
 __all__ = ["plot_partition", "plot_learning_curves", "plot_client_accuracy", "interact",
            "threat_rows", "plot_threat_model", "plot_roc", "plot_privacy_utility", "plot_image_grid",
@@ -425,8 +426,8 @@ def gma_tables2_3_leads(rows: Sequence[dict]) -> dict[tuple, dict[str, dict]]:
     best}, "GMA": {seed: best}, "pairs": {agg: (client lr, server lr)}}}}, the best test accuracy over the rounds
     (the paper's metric); a diverged run has no value and drops out of its seed's lead."""
     out: dict[tuple, dict[str, dict]] = {}
-    for r in rows:   # rows written before the momentum column existed ran at the paper's 0.9
-        if (0.9 if r.get("momentum") is None else r["momentum"]) != 0.9 or r["metric"] != "best_global_acc":
+    for r in rows:
+        if momentum_of(r) != 0.9 or r["metric"] != "best_global_acc":
             continue
         c = out.setdefault((r["dataset"], r["skew"], int(r["clients"]), r["algorithm"]), {}).setdefault(
             r["lr_choice"], {"AVG": {}, "GMA": {}, "pairs": {}})
@@ -448,18 +449,13 @@ def plot_gma_tables2_3(rows: Sequence[dict], meta: dict):
              "feature": "FedCMNIST feature", "mixed": "FedCMNIST mixed",
              "feature-shared": "FedCMNIST feature*", "mixed-shared": "FedCMNIST mixed*"}
     skews, algos = list(short), ["fedavg", "fedprox", "fedadam", "fedyogi"]
-    names = {"fedavg": "FedAvg", "fedprox": "FedProx", "fedadam": "FedAdam", "fedyogi": "FedYogi"}
-    mus = {(p.get("settings") or {}).get("mu") for p in meta.get("parts") or [meta]
-           if "fedprox" in ((p.get("settings") or {}).get("algorithms") or [])}
-    if len(mus) == 1 and None not in mus:   # FedProx's μ from the commands that ran it (the rows have no μ column)
-        names["fedprox"] = f"FedProx (μ = {mus.pop():g})"
     keys = sorted(leads, key=lambda k: (skews.index(k[1]) if k[1] in skews else len(skews), k[0] != "mnist", k[0],
                                         -k[2], algos.index(k[3]) if k[3] in algos else len(algos)))
 
     def label(k):
         ds = "" if k[1] in ("feature", "mixed", "feature-shared", "mixed-shared") else \
             {"mnist": "MNIST ", "fashionmnist": "FMNIST "}.get(k[0], k[0] + " ")
-        return f"{ds}{short.get(k[1], k[1])}, {k[2]}: {names.get(k[3], k[3])}"
+        return f"{ds}{short.get(k[1], k[1])}, {k[2]}: {algorithm_name(k[3], meta)}"
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(14, 0.42 * len(keys) + 2.2), sharey=True,
                                       gridspec_kw={"width_ratios": [1.25, 1]})

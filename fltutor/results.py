@@ -24,7 +24,7 @@ import numpy as np
 from . import __version__
 from .checkpoint import REUSED, atomic_write_json, atomic_write_text
 
-__all__ = ["provenance", "write_table", "merge_rows", "merge_folder", "read_table", "summarize", "paired_difference", "provenance_comments", "keep_parts", "devices", "load_script",
+__all__ = ["provenance", "write_table", "merge_rows", "merge_folder", "read_table", "summarize", "paired_difference", "provenance_comments", "keep_parts", "devices", "momentum_of", "algorithm_name", "load_script",
            "RESULTS_DIR",
            "selfcheck_enabled", "folder_from_cli", "table_from_cli",
            "check_notebook_results"]
@@ -217,6 +217,23 @@ def paired_difference(rows: Sequence[dict], by: Sequence[str], column: str, firs
                     "n": len(a), "missing": len(seeds) - len(a),
                     "min": float(a.min()) if len(a) else None, "max": float(a.max()) if len(a) else None}
     return out
+
+
+def momentum_of(r: dict) -> float:
+    """A row's client momentum; rows written before the column existed ran at the paper's 0.9."""
+    return 0.9 if r.get("momentum") is None else r["momentum"]
+
+
+def algorithm_name(algorithm: str, meta: dict) -> str:
+    """FedAvg, FedProx (μ = 0.01), FedAdam, FedYogi: FedProx names the μ its commands ran (from the JSON's settings,
+    since the rows have no μ column), or says the commands disagree."""
+    name = {"fedavg": "FedAvg", "fedprox": "FedProx", "fedadam": "FedAdam", "fedyogi": "FedYogi",
+            "scaffold": "SCAFFOLD"}.get(algorithm, algorithm)
+    if algorithm != "fedprox":
+        return name
+    mus = {(p.get("settings") or {}).get("mu") for p in meta.get("parts") or [meta]
+           if algorithm in ((p.get("settings") or {}).get("algorithms") or [])}
+    return f"{name} (μ = {mus.pop():g})" if len(mus) == 1 and None not in mus else f"{name} (μ: see the JSON)"
 
 
 def devices(meta: dict) -> str:

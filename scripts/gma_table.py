@@ -28,6 +28,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from fltutor import results
+from fltutor.results import algorithm_name, momentum_of   # noqa: F401 (notebook 03 reads gt.momentum_of)
 from fltutor.metrics import mean_std
 from fltutor.paper_tables import (GMA_CONVEX, GMA_TABLE, GMA_TABLE4, GMA_TABLE5, GMA_TABLE6, GMA_TABLE8, GMA_TABLE9,
                                   GMA_TABLE10, GMA_TABLE10_CLIENT_LRS)
@@ -57,11 +58,6 @@ def lead_cells(d: dict) -> tuple[str, str]:
         return "—", "—"
     gap = f"{d['mean']:+.2f}" + ("" if d["sd"] is None else f" ± {d['sd']:.2f}")
     return gap, "—" if d["sd"] is None else ("yes" if abs(d["mean"]) > d["sd"] else "no")
-
-
-def momentum_of(r: dict) -> float:
-    """A row's client momentum; rows written before the column existed ran at the paper's 0.9."""
-    return 0.9 if r.get("momentum") is None else r["momentum"]
 
 
 def print_table10(rows: list[dict], meta: dict) -> None:
@@ -190,18 +186,6 @@ def setting_name(dataset: str, skew: str, clients: int) -> str:
     ds = {"mnist": "MNIST", "fashionmnist": "FMNIST", "cifar10": "CIFAR-10"}.get(dataset, dataset)
     words = SKEW_NAMES.get(skew, skew)
     return f"{words}, {clients} clients" if words.startswith("FedCMNIST") else f"{ds}, {words}, {clients} clients"
-
-
-def algorithm_name(algorithm: str, meta: dict) -> str:
-    """FedAvg, FedProx (μ = 0.01), FedAdam, FedYogi: FedProx names the μ its commands ran (from the JSON's settings,
-    since the rows have no μ column), or says the commands disagree."""
-    name = {"fedavg": "FedAvg", "fedprox": "FedProx", "fedadam": "FedAdam", "fedyogi": "FedYogi",
-            "scaffold": "SCAFFOLD"}.get(algorithm, algorithm)
-    if algorithm != "fedprox":
-        return name
-    mus = {(p.get("settings") or {}).get("mu") for p in meta.get("parts") or [meta]
-           if algorithm in ((p.get("settings") or {}).get("algorithms") or [])}
-    return f"{name} (μ = {mus.pop():g})" if len(mus) == 1 and None not in mus else f"{name} (μ: see the JSON)"
 
 
 def print_tables2_3(rows: list[dict], meta: dict) -> None:
